@@ -1,0 +1,130 @@
+# cuda-agent build. `make` builds the CLI and (where nvcc exists) the GPU worker; `make test` runs
+# every test that needs no GPU; `make test-gpu` runs the GPU suite (on a machine with a GPU).
+# Sources are picked up by directory: one subsystem per folder under src/.
+
+BUILD    ?= build
+CC       ?= gcc
+CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) /usr)
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
+PYTHON   ?= python3
+WERROR   ?= $(if $(CI),-Werror,)
+# GPU code of the worker itself (poison, perturb, checksum kernels): SASS for common targets + PTX.
+WORKER_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                  -gencode arch=compute_90,code=compute_90
+
+WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wconversion $(WERROR)
+CPPFLAGS := -D_GNU_SOURCE -Isrc -I$(BUILD)/include -MMD -MP
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c17 $(WARNINGS) -fno-strict-aliasing
+LDLIBS   := -ljansson -lsqlite3 -lxxhash -ldl -lpthread -lm
+SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+CORE_DIRS := util tensor task build bridge eval store
+CORE_SRC  := $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
+CLI_SRC   := $(wildcard src/cli/*.c)
+WORKER_C  := $(wildcard src/worker/*.c)
+WORKER_CU := $(wildcard src/worker/*.cu)
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
+
+CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+ASAN_CORE := $(CORE_SRC:%.c=$(BUILD)/asan/%.o)
+WORKER_OBJ := $(WORKER_C:%.c=$(BUILD)/obj/%.o) $(WORKER_CU:%.cu=$(BUILD)/obj/%.cu.o)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+FUZZ_BIN  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+
+HAVE_NVCC := $(shell test -x "$(NVCC)" && echo yes)
+CUDA_LIBDIRS := $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib $(CUDA_HOME)/extras/CUPTI/lib64
+CUDA_INC  := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
+
+.PHONY: all cli worker test test-unit test-fuzz test-python test-integration test-gpu fuzz bench clean headers
+all: cli worker
+
+headers: $(BUILD)/include/dlpack/dlpack.h $(BUILD)/include/cuda_agent/abi.h
+
+# Candidates and the worker compile against a copy of the system dlpack.h (the GPU host has none),
+# and the public ABI header; both travel with the build folder.
+$(BUILD)/include/dlpack/dlpack.h: /usr/include/dlpack/dlpack.h
+	@mkdir -p $(dir $@)
+	cp $< $@
+$(BUILD)/include/cuda_agent/abi.h: include/cuda_agent/abi.h
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+cli: headers $(BUILD)/cuda-agent
+$(BUILD)/cuda-agent: $(CLI_OBJ) $(BUILD)/libca.a
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libca.a $(LDLIBS)
+
+$(BUILD)/libca.a: $(CORE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/obj/%.o: %.c | headers
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+ifeq ($(HAVE_NVCC),yes)
+worker: headers $(BUILD)/cuda-agent-worker
+$(BUILD)/obj/src/worker/%.o: src/worker/%.c | headers
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CUDA_INC) $(CFLAGS) -c -o $@ $<
+$(BUILD)/obj/%.cu.o: %.cu | headers
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 -Isrc -I$(BUILD)/include $(WORKER_GENCODE) -Xcompiler -fPIC -c -o $@ $<
+$(BUILD)/cuda-agent-worker: $(WORKER_OBJ) $(BUILD)/libca.a
+	$(CC) $(CFLAGS) -o $@ $(WORKER_OBJ) $(BUILD)/libca.a \
+	  $(addprefix -L,$(CUDA_LIBDIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_LIBDIRS)) \
+	  -lcudart -lcupti -lstdc++ $(LDLIBS)
+else
+worker:
+	@echo "nvcc not found: the GPU worker is not built (set NVCC or CUDA_HOME)"
+endif
+comma := ,
+
+# ---- tests (no GPU) ---------------------------------------------------------------------------
+$(BUILD)/asan/%.o: %.c | headers
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -c -o $@ $<
+$(BUILD)/asan/libca.a: $(ASAN_CORE)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/asan/libca.a | headers
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(SAN) -o $@ $< $(BUILD)/asan/libca.a -lcmocka $(LDLIBS)
+
+test-unit: $(UNIT_BIN) cli
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; \
+	  CA_TEST_NVCC="$(if $(HAVE_NVCC),$(NVCC),)" CA_BUILD="$(abspath $(BUILD))" \
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+# libFuzzer targets: clang, each run briefly over its seed corpus in `make test`.
+FUZZ_CC ?= clang
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(CORE_SRC) | headers
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined -o $@ $< $(CORE_SRC) $(LDLIBS)
+fuzz: $(FUZZ_BIN)
+FUZZ_SECONDS ?= 15
+test-fuzz: $(FUZZ_BIN)
+	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
+	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 $(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$$n 2>&1 | tail -n 3; done
+
+test-python:
+	cd python && $(PYTHON) -m pytest -q tests
+
+test-integration: all
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/run.sh
+
+test: test-unit test-fuzz test-python test-integration
+
+test-gpu: all
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/gpu/run.sh
+
+bench: all
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash bench/run.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,369 @@
+#include "util/proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+
+extern char **environ;
+
+struct capture {
+	char *buf;
+	size_t len, cap, dropped;
+};
+
+static int capture_init(struct capture *c, size_t cap)
+{
+	c->cap = cap;
+	c->len = 0;
+	c->dropped = 0;
+	c->buf = malloc(cap + 1);
+	if (!c->buf)
+		return CA_ERR_NOMEM;
+	c->buf[0] = '\0';
+	return 0;
+}
+
+static void capture_add(struct capture *c, const char *data, size_t n)
+{
+	size_t room = c->cap - c->len;
+	size_t take = n < room ? n : room;
+	memcpy(c->buf + c->len, data, take);
+	c->len += take;
+	c->buf[c->len] = '\0';
+	c->dropped += n - take;
+}
+
+/* In the child, after fork: apply cwd and env, exec. Never returns. */
+static void exec_child(const char *const *argv, const struct ca_run_opts *opts)
+{
+	setpgid(0, 0);
+	signal(SIGPIPE, SIG_DFL);
+	if (opts && opts->cwd && chdir(opts->cwd) != 0) {
+		dprintf(2, "cannot enter %s: %s\n", opts->cwd, strerror(errno));
+		_exit(127);
+	}
+	if (opts && opts->env_add)
+		for (const char *const *e = opts->env_add; *e; e++)
+			putenv((char *)*e);
+	execvp(argv[0], (char *const *)argv);
+	dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
+	_exit(127);
+}
+
+static void kill_group(pid_t pid)
+{
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+}
+
+int ca_run(const char *const *argv, const struct ca_run_opts *opts, struct ca_run_result *r,
+	   struct ca_diag *d)
+{
+	int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, in_pipe[2] = {-1, -1};
+	struct capture out = {0}, err = {0};
+	size_t in_off = 0;
+	int rc = 0, status = 0;
+	pid_t pid;
+	double start = ca_now();
+	double timeout = opts ? opts->timeout_s : 0;
+
+	memset(r, 0, sizeof *r);
+	if (capture_init(&out, opts && opts->stdout_cap ? opts->stdout_cap : 1u << 20) ||
+	    capture_init(&err, opts && opts->stderr_cap ? opts->stderr_cap : 256u << 10)) {
+		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory starting %s", argv[0]);
+		goto fail;
+	}
+	if (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC) || pipe2(in_pipe, O_CLOEXEC)) {
+		rc = ca_fail(d, CA_ERR_IO, "pipe: %s", strerror(errno));
+		goto fail;
+	}
+	pid = fork();
+	if (pid < 0) {
+		rc = ca_fail(d, CA_ERR_CHILD, "fork: %s", strerror(errno));
+		goto fail;
+	}
+	if (pid == 0) {
+		dup2(in_pipe[0], 0);
+		dup2(out_pipe[1], 1);
+		dup2(err_pipe[1], 2);
+		exec_child(argv, opts);
+	}
+	setpgid(pid, pid);
+	close(out_pipe[1]);
+	close(err_pipe[1]);
+	close(in_pipe[0]);
+	out_pipe[1] = err_pipe[1] = in_pipe[0] = -1;
+	if (!opts || !opts->stdin_data) {
+		close(in_pipe[1]);
+		in_pipe[1] = -1;
+	} else {
+		fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
+	}
+
+	while (out_pipe[0] >= 0 || err_pipe[0] >= 0) {
+		struct pollfd fds[3];
+		int nfds = 0, wait_ms = -1;
+		if (timeout > 0) {
+			double left = start + timeout - ca_now();
+			if (left <= 0) {
+				r->timed_out = true;
+				kill_group(pid);
+				break;
+			}
+			wait_ms = (int)(left * 1000) + 1;
+		}
+		if (out_pipe[0] >= 0)
+			fds[nfds++] = (struct pollfd){.fd = out_pipe[0], .events = POLLIN};
+		if (err_pipe[0] >= 0)
+			fds[nfds++] = (struct pollfd){.fd = err_pipe[0], .events = POLLIN};
+		if (in_pipe[1] >= 0)
+			fds[nfds++] = (struct pollfd){.fd = in_pipe[1], .events = POLLOUT};
+		if (poll(fds, (nfds_t)nfds, wait_ms) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (int i = 0; i < nfds; i++) {
+			char buf[65536];
+			if (!fds[i].revents)
+				continue;
+			if (fds[i].fd == in_pipe[1]) {
+				ssize_t n = write(in_pipe[1], opts->stdin_data + in_off,
+						  opts->stdin_len - in_off);
+				if (n > 0)
+					in_off += (size_t)n;
+				if (n < 0 && errno != EAGAIN && errno != EINTR)
+					in_off = opts->stdin_len;
+				if (in_off >= opts->stdin_len) {
+					close(in_pipe[1]);
+					in_pipe[1] = -1;
+				}
+				continue;
+			}
+			ssize_t n = read(fds[i].fd, buf, sizeof buf);
+			if (n > 0) {
+				capture_add(fds[i].fd == out_pipe[0] ? &out : &err, buf, (size_t)n);
+			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+				if (fds[i].fd == out_pipe[0]) {
+					close(out_pipe[0]);
+					out_pipe[0] = -1;
+				} else {
+					close(err_pipe[0]);
+					err_pipe[0] = -1;
+				}
+			}
+		}
+	}
+	/* The pipes are closed (or we timed out): reap, bounded by the deadline too. */
+	for (;;) {
+		pid_t w = waitpid(pid, &status, timeout > 0 ? WNOHANG : 0);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR)
+			break;
+		if (timeout > 0 && ca_now() > start + timeout) {
+			r->timed_out = true;
+			kill_group(pid);
+			waitpid(pid, &status, 0);
+			break;
+		}
+		if (timeout > 0)
+			usleep(1000);
+	}
+	kill(-pid, SIGKILL); /* leftovers of the group (daemonized grandchildren) */
+	r->seconds = ca_now() - start;
+	if (WIFSIGNALED(status) && !r->timed_out)
+		r->term_signal = WTERMSIG(status);
+	else if (WIFEXITED(status))
+		r->exit_code = WEXITSTATUS(status);
+	r->out = out.buf;
+	r->out_len = out.len;
+	r->out_dropped = out.dropped;
+	r->err = err.buf;
+	r->err_len = err.len;
+	r->err_dropped = err.dropped;
+	out.buf = err.buf = NULL;
+fail:
+	free(out.buf);
+	free(err.buf);
+	for (int i = 0; i < 2; i++) {
+		if (out_pipe[i] >= 0)
+			close(out_pipe[i]);
+		if (err_pipe[i] >= 0)
+			close(err_pipe[i]);
+		if (in_pipe[i] >= 0)
+			close(in_pipe[i]);
+	}
+	return rc;
+}
+
+void ca_run_result_free(struct ca_run_result *r)
+{
+	free(r->out);
+	free(r->err);
+	r->out = r->err = NULL;
+}
+
+void ca_run_describe(const struct ca_run_result *r, char *out, size_t out_size)
+{
+	if (r->timed_out)
+		snprintf(out, out_size, "timed out after %.1f s", r->seconds);
+	else if (r->term_signal)
+		snprintf(out, out_size, "killed by signal %d (%s)", r->term_signal,
+			 strsignal(r->term_signal));
+	else
+		snprintf(out, out_size, "exit code %d", r->exit_code);
+}
+
+int ca_child_spawn(struct ca_child *c, const char *const *argv, const struct ca_run_opts *opts,
+		   const char *stderr_path, struct ca_diag *d)
+{
+	int in_pipe[2], out_pipe[2];
+	pid_t pid;
+
+	memset(c, 0, sizeof *c);
+	c->pid = -1;
+	c->to_child = c->from_child = -1;
+	if (pipe2(in_pipe, O_CLOEXEC))
+		return ca_fail(d, CA_ERR_IO, "pipe: %s", strerror(errno));
+	if (pipe2(out_pipe, O_CLOEXEC)) {
+		close(in_pipe[0]);
+		close(in_pipe[1]);
+		return ca_fail(d, CA_ERR_IO, "pipe: %s", strerror(errno));
+	}
+	pid = fork();
+	if (pid < 0) {
+		close(in_pipe[0]);
+		close(in_pipe[1]);
+		close(out_pipe[0]);
+		close(out_pipe[1]);
+		return ca_fail(d, CA_ERR_CHILD, "fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		dup2(in_pipe[0], 0);
+		dup2(out_pipe[1], 1);
+		if (stderr_path) {
+			int fd = open(stderr_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+			if (fd >= 0)
+				dup2(fd, 2);
+		}
+		exec_child(argv, opts);
+	}
+	setpgid(pid, pid);
+	close(in_pipe[0]);
+	close(out_pipe[1]);
+	c->pid = pid;
+	c->to_child = in_pipe[1];
+	c->from_child = out_pipe[0];
+	return 0;
+}
+
+int ca_child_write(struct ca_child *c, const char *buf, size_t len, struct ca_diag *d)
+{
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = write(c->to_child, buf + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return ca_fail(d, CA_ERR_CHILD, "the child process (pid %d) stopped reading: %s",
+				       (int)c->pid, strerror(errno));
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+int ca_child_read_line(struct ca_child *c, size_t max_line, double timeout_s, char **line,
+		       struct ca_diag *d)
+{
+	double deadline = timeout_s > 0 ? ca_now() + timeout_s : 0;
+	*line = NULL;
+	for (;;) {
+		char *nl = c->rlen ? memchr(c->rbuf, '\n', c->rlen) : NULL;
+		if (nl) {
+			size_t n = (size_t)(nl - c->rbuf);
+			char *s = malloc(n + 1);
+			if (!s)
+				return ca_fail(d, CA_ERR_NOMEM, "out of memory reading a line");
+			memcpy(s, c->rbuf, n);
+			s[n] = '\0';
+			memmove(c->rbuf, nl + 1, c->rlen - n - 1);
+			c->rlen -= n + 1;
+			*line = s;
+			return 0;
+		}
+		if (c->rlen > max_line)
+			return ca_fail(d, CA_ERR_LIMIT, "the child sent a line longer than %zu bytes",
+				       max_line);
+		if (c->rcap - c->rlen < 65536) {
+			size_t ncap = c->rcap ? c->rcap * 2 : 131072;
+			char *nb = realloc(c->rbuf, ncap);
+			if (!nb)
+				return ca_fail(d, CA_ERR_NOMEM, "out of memory reading a line");
+			c->rbuf = nb;
+			c->rcap = ncap;
+		}
+		struct pollfd p = {.fd = c->from_child, .events = POLLIN};
+		int wait_ms = -1;
+		if (deadline > 0) {
+			double left = deadline - ca_now();
+			if (left <= 0)
+				return ca_fail(d, CA_ERR_TIMEOUT, "no answer within %.0f s", timeout_s);
+			wait_ms = (int)(left * 1000) + 1;
+		}
+		int pr = poll(&p, 1, wait_ms);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr == 0)
+			continue;
+		ssize_t n = read(c->from_child, c->rbuf + c->rlen, c->rcap - c->rlen);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return ca_fail(d, CA_ERR_CHILD, "the child process (pid %d) exited",
+				       (int)c->pid);
+		c->rlen += (size_t)n;
+	}
+}
+
+bool ca_child_alive(struct ca_child *c)
+{
+	int status;
+	if (c->pid <= 0)
+		return false;
+	return waitpid(c->pid, &status, WNOHANG) == 0;
+}
+
+void ca_child_close(struct ca_child *c, double grace_s)
+{
+	int status;
+	double end = ca_now() + grace_s;
+	if (c->to_child >= 0)
+		close(c->to_child);
+	if (c->from_child >= 0)
+		close(c->from_child);
+	c->to_child = c->from_child = -1;
+	if (c->pid > 0) {
+		while (waitpid(c->pid, &status, WNOHANG) == 0) {
+			if (ca_now() > end) {
+				kill_group(c->pid);
+				waitpid(c->pid, &status, 0);
+				break;
+			}
+			usleep(2000);
+		}
+		kill(-c->pid, SIGKILL);
+	}
+	c->pid = -1;
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rlen = c->rcap = 0;
+}
