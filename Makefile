@@ -6,7 +6,7 @@ BUILD    ?= build
 CC       ?= gcc
 CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) /usr)
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
-PYTHON   ?= python3
+PYTHON   ?= $(or $(CUDA_AGENT_PYTHON),python3)
 WERROR   ?= $(if $(CI),-Werror,)
 # GPU code of the worker itself (poison, perturb, checksum kernels): SASS for common targets + PTX.
 WORKER_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -95,7 +95,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/asan/libca.a | headers
 
 test-unit: $(UNIT_BIN) cli
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; \
-	  CA_TEST_NVCC="$(if $(HAVE_NVCC),$(NVCC),)" CA_BUILD="$(abspath $(BUILD))" \
+	  CA_TEST_NVCC="$(if $(HAVE_NVCC),$(NVCC),)" CA_BUILD="$(abspath $(BUILD))" CA_TEST_PYTHON="$(PYTHON)" \
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
 # libFuzzer targets: clang, each run briefly over its seed corpus in `make test`.

@@ -1,6 +1,6 @@
 /* cuda_agent/abi.h: the native candidate ABI (see docs/abi.md).
  *
- * A native candidate is one shared library, built by nvcc alone from kernels/*.cu, that exports
+ * A native candidate is one shared library, built by nvcc alone from the sources in kernels/, that exports
  * these functions with C linkage. Tensors are DLPack DLTensors (dlpack/dlpack.h): data points to
  * device memory (device_type kDLCUDA) except for Python scalars, which arrive as 0-d tensors on
  * the CPU (kDLCPU). Every tensor is compact row-major; strides are given explicitly anyway.

@@ -32,6 +32,17 @@ static int parse_one(struct tensor_spec *t, const json_t *e, const char *kind, s
 				       t->name);
 		t->shape[i] = (int64_t)json_integer_value(dim);
 	}
+	{
+		/* numel and nbytes must be computable without overflow (tensor_spec_numel/_nbytes) */
+		int64_t n = 1, bytes;
+		for (int k = 0; k < t->ndim; k++)
+			if (__builtin_mul_overflow(n, t->shape[k], &n))
+				return ca_fail(d, CA_ERR_LIMIT, "%s[%zu] (%s): shape is too large", kind,
+					       idx, t->name);
+		if (__builtin_mul_overflow(n, (int64_t)ca_dtype_size(t->dtype), &bytes))
+			return ca_fail(d, CA_ERR_LIMIT, "%s[%zu] (%s): shape is too large", kind, idx,
+				       t->name);
+	}
 	t->on_cpu = json_is_string(device) && strcmp(json_string_value(device), "cpu") == 0;
 	return 0;
 }

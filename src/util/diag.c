@@ -45,7 +45,8 @@ int ca_fail_prefix(struct ca_diag *diag, int code, const char *fmt, ...)
 		va_end(ap);
 		memcpy(old, diag->msg, sizeof old);
 		old[sizeof old - 1] = '\0';
-		snprintf(diag->msg, sizeof diag->msg, "%s: %s", prefix, old);
+		if (snprintf(diag->msg, sizeof diag->msg, "%s: %s", prefix, old) < 0)
+			diag->msg[0] = '\0';
 	}
 	return code;
 }

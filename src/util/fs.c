@@ -16,7 +16,8 @@ int ca_read_file(const char *path, size_t cap, char **out, size_t *out_len, stru
 	int rc = 0;
 	char *buf = NULL;
 	size_t len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO is refused below instead of blocking until a writer appears */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 
 	*out = NULL;
@@ -128,13 +129,38 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 	return remove(path) != 0 && errno != ENOENT ? -1 : 0;
 }
 
+/* Number of components of path, not counting empty ones ("//") and "."; -1 if one is "..". */
+static int path_components(const char *path)
+{
+	int n = 0;
+	const char *p = path;
+
+	while (*p) {
+		const char *end;
+		size_t len;
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		end = strchr(p, '/');
+		if (!end)
+			end = p + strlen(p);
+		len = (size_t)(end - p);
+		if (len == 2 && p[0] == '.' && p[1] == '.')
+			return -1;
+		if (!(len == 1 && p[0] == '.'))
+			n++;
+		p = end;
+	}
+	return n;
+}
+
 int ca_remove_tree(const char *path, struct ca_diag *d)
 {
-	int slashes = 0;
+	int comps = path_components(path);
 
-	for (const char *p = path; *p; p++)
-		slashes += *p == '/';
-	if (path[0] == '\0' || strcmp(path, "/") == 0 || (path[0] == '/' && slashes < 2))
+	/* Guard: "", "/", "//", ".", "/tmp", "/tmp/..", "a/../.." and the like are refused. */
+	if (comps <= 0 || (path[0] == '/' && comps < 2))
 		return ca_fail(d, CA_ERR_INVALID, "refusing to remove '%s'", path);
 	if (!ca_is_dir(path) && !ca_is_file(path))
 		return 0;
@@ -283,4 +309,60 @@ void ca_free_names(char **names, size_t count)
 	for (size_t i = 0; i < count; i++)
 		free(names[i]);
 	free(names);
+}
+
+int ca_install_root(char *out, size_t out_size, struct ca_diag *d)
+{
+	const char *env = getenv("CUDA_AGENT_ROOT");
+	char exe[PATH_MAX];
+	ssize_t n;
+
+	if (env && env[0])
+		return ca_realpath(env, out, out_size, d);
+	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return ca_fail(d, CA_ERR_IO, "cannot find the running executable: %s",
+			       strerror(errno));
+	exe[n] = '\0';
+	for (int up = 0; up < 2; up++) {
+		char *slash = strrchr(exe, '/');
+		if (!slash || slash == exe)
+			return ca_fail(d, CA_ERR_NOTFOUND, "cannot derive the install root from %s",
+				       exe);
+		*slash = '\0';
+	}
+	if (strlen(exe) >= out_size)
+		return ca_fail(d, CA_ERR_LIMIT, "install root path too long");
+	memcpy(out, exe, strlen(exe) + 1);
+	return 0;
+}
+
+void ca_file_tail(const char *path, int max_lines, char *out, size_t out_size)
+{
+	char buf[4096];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	off_t size;
+	ssize_t n;
+	int lines = 0;
+	ssize_t start;
+
+	out[0] = '\0';
+	if (fd < 0)
+		return;
+	size = lseek(fd, 0, SEEK_END);
+	if (size > (off_t)sizeof buf - 1)
+		lseek(fd, size - (off_t)sizeof buf + 1, SEEK_SET);
+	else
+		lseek(fd, 0, SEEK_SET);
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	for (start = n - 1; start >= 0; start--)
+		if (buf[start] == '\n' && ++lines >= max_lines)
+			break;
+	snprintf(out, out_size, "%s", buf + start + 1);
 }

@@ -46,3 +46,12 @@ int ca_list_files(const char *dir, const char *const *suffixes, size_t max_files
 void ca_free_names(char **names, size_t count);
 
 #endif
+
+#ifndef CA_UTIL_FS_ROOT
+#define CA_UTIL_FS_ROOT
+/* The installation root: $CUDA_AGENT_ROOT, else two levels above the running executable
+ * (build/cuda-agent -> the checkout). Holds python/, include/ and build/include. */
+int ca_install_root(char *out, size_t out_size, struct ca_diag *d);
+/* Last `max_lines` lines of a text file (at most 4 KiB), for error messages; "" if unreadable. */
+void ca_file_tail(const char *path, int max_lines, char *out, size_t out_size);
+#endif

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,12 @@ static void exec_child(const char *const *argv, const struct ca_run_opts *opts)
 {
 	setpgid(0, 0);
 	signal(SIGPIPE, SIG_DFL);
+	{
+		sigset_t pipe_set;
+		sigemptyset(&pipe_set);
+		sigaddset(&pipe_set, SIGPIPE);
+		sigprocmask(SIG_UNBLOCK, &pipe_set, NULL);
+	}
 	if (opts && opts->cwd && chdir(opts->cwd) != 0) {
 		dprintf(2, "cannot enter %s: %s\n", opts->cwd, strerror(errno));
 		_exit(127);
@@ -56,6 +63,34 @@ static void exec_child(const char *const *argv, const struct ca_run_opts *opts)
 	execvp(argv[0], (char *const *)argv);
 	dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
 	_exit(127);
+}
+
+/* write() that reports a closed pipe as EPIPE instead of killing the whole process with SIGPIPE
+ * (a child may exit without reading its stdin): SIGPIPE is blocked in this thread for the call
+ * and a SIGPIPE the write raised is consumed before the mask is restored. */
+static ssize_t write_nosigpipe(int fd, const void *buf, size_t len)
+{
+	sigset_t pipe_set, old, pending;
+	ssize_t n;
+	int saved;
+	bool was_pending;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	sigemptyset(&pending);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGPIPE) == 1;
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	n = write(fd, buf, len);
+	saved = errno;
+	if (n < 0 && saved == EPIPE && !was_pending) {
+		const struct timespec zero = {0, 0};
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return n;
 }
 
 static void kill_group(pid_t pid)
@@ -136,8 +171,8 @@ int ca_run(const char *const *argv, const struct ca_run_opts *opts, struct ca_ru
 			if (!fds[i].revents)
 				continue;
 			if (fds[i].fd == in_pipe[1]) {
-				ssize_t n = write(in_pipe[1], opts->stdin_data + in_off,
-						  opts->stdin_len - in_off);
+				ssize_t n = write_nosigpipe(in_pipe[1], opts->stdin_data + in_off,
+							    opts->stdin_len - in_off);
 				if (n > 0)
 					in_off += (size_t)n;
 				if (n < 0 && errno != EAGAIN && errno != EINTR)
@@ -270,7 +305,7 @@ int ca_child_write(struct ca_child *c, const char *buf, size_t len, struct ca_di
 {
 	size_t off = 0;
 	while (off < len) {
-		ssize_t n = write(c->to_child, buf + off, len - off);
+		ssize_t n = write_nosigpipe(c->to_child, buf + off, len - off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -336,33 +371,53 @@ int ca_child_read_line(struct ca_child *c, size_t max_line, double timeout_s, ch
 
 bool ca_child_alive(struct ca_child *c)
 {
-	int status;
-	if (c->pid <= 0)
+	if (c->pid <= 0 || c->reaped)
 		return false;
-	return waitpid(c->pid, &status, WNOHANG) == 0;
+	if (waitpid(c->pid, &c->wait_status, WNOHANG) == c->pid) {
+		c->reaped = true;
+		return false;
+	}
+	return true;
 }
 
 void ca_child_close(struct ca_child *c, double grace_s)
 {
-	int status;
+	struct ca_run_result r;
+	ca_child_finish(c, grace_s, &r);
+}
+
+void ca_child_finish(struct ca_child *c, double grace_s, struct ca_run_result *r)
+{
+	int status = 0;
 	double end = ca_now() + grace_s;
+	memset(r, 0, sizeof *r);
 	if (c->to_child >= 0)
 		close(c->to_child);
 	if (c->from_child >= 0)
 		close(c->from_child);
 	c->to_child = c->from_child = -1;
-	if (c->pid > 0) {
+	if (c->pid > 0 && c->reaped)
+		status = c->wait_status;
+	if (c->pid > 0 && !c->reaped) {
 		while (waitpid(c->pid, &status, WNOHANG) == 0) {
 			if (ca_now() > end) {
 				kill_group(c->pid);
 				waitpid(c->pid, &status, 0);
+				r->timed_out = true;
 				break;
 			}
-			usleep(2000);
+			usleep(1000);
 		}
+	}
+	if (c->pid > 0) {
 		kill(-c->pid, SIGKILL);
+		if (WIFSIGNALED(status) && !r->timed_out)
+			r->term_signal = WTERMSIG(status);
+		else if (WIFEXITED(status))
+			r->exit_code = WEXITSTATUS(status);
 	}
 	c->pid = -1;
+	c->reaped = false;
 	free(c->rbuf);
 	c->rbuf = NULL;
 	c->rlen = c->rcap = 0;

@@ -52,6 +52,8 @@ struct ca_child {
 	int from_child; /* read end of the child's stdout */
 	char *rbuf;     /* line buffer */
 	size_t rlen, rcap;
+	bool reaped;    /* ca_child_alive() saw it exit; wait_status holds how */
+	int wait_status;
 };
 
 int ca_child_spawn(struct ca_child *c, const char *const *argv, const struct ca_run_opts *opts,
@@ -64,6 +66,9 @@ int ca_child_read_line(struct ca_child *c, size_t max_line, double timeout_s, ch
 		       struct ca_diag *d);
 /* Closes the pipes, waits up to grace_s for the child to exit, then kills its group. */
 void ca_child_close(struct ca_child *c, double grace_s);
+/* Like ca_child_close, and reports how the child ended in r (exit_code, term_signal,
+ * timed_out when it had to be killed after grace_s); r's buffers stay NULL. */
+void ca_child_finish(struct ca_child *c, double grace_s, struct ca_run_result *r);
 bool ca_child_alive(struct ca_child *c);
 
 #endif

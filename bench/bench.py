@@ -1,0 +1,148 @@
+"""Benchmarks of the evaluation core, against the figures of issue 2 and the design brief.
+
+Measures, on the machine it runs on (printed first):
+  - compile alone: cold (no cache) and on a cache hit;
+  - compile + verify + time of a small native kernel with baselines cached: from a cold CLI
+    (the bridge starts) and in a warm session (one `eval` with several candidates);
+  - the first evaluation of a new task, both baselines included (fresh cache);
+  - fidelity: coefficient of variation of 5 timings of a >= 100 us kernel, and the difference
+    between our median and ncu's gpu__time_duration for the same kernel.
+Writes every raw number to bench.json (in $OUT if set) and prints a table.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL_TASK = ROOT / "tests/data/candidates/tiny_task"
+SMALL_SOL = ROOT / "tests/data/candidates/good"
+BIG_TASK = ROOT / "examples/tasks/elementwise_chain"
+BIG_SOL = ROOT / "examples/solutions/elementwise_chain"
+
+
+def cli(build: Path, args: list[str], env: dict[str, str]) -> tuple[list[dict], float]:
+    """Runs cuda-agent with --json; returns the result objects and the wall time."""
+    start = time.perf_counter()
+    proc = subprocess.run([str(build / "cuda-agent"), *args], env=env, capture_output=True,
+                          text=True, timeout=1200)
+    wall = time.perf_counter() - start
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if not results:
+        raise RuntimeError(f"cuda-agent {' '.join(args)} gave no result: {proc.stderr[-2000:]}")
+    return results, wall
+
+
+def ncu_kernel_times(build: Path, run_dir: str, env: dict[str, str]) -> list[float] | None:
+    """Re-runs the kept worker plan under ncu; returns the candidate kernels' durations (ms)."""
+    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    if not os.path.exists(ncu):
+        return None
+    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
+           "--kernel-name", "regex:^(?!ca_worker_)", "--launch-count", "40",
+           str(build / "cuda-agent-worker"), os.path.join(run_dir, "plan.json")]
+    proc = subprocess.run(cmd, input="continue\n", env=env, capture_output=True, text=True,
+                          timeout=900)
+    rows = [line for line in proc.stdout.splitlines() if line.startswith('"')]
+    times = []
+    for row in csv.DictReader(io.StringIO("\n".join(rows))):
+        if row.get("Metric Name") == "gpu__time_duration.sum":
+            value = float(row["Metric Value"].replace(",", ""))
+            unit = row.get("Metric Unit", "ns")
+            scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3,
+                     "ms": 1.0, "msecond": 1.0}.get(unit, 1e-6)
+            times.append(value * scale)
+    return times or None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--build", type=Path, default=ROOT / "build")
+    args = ap.parse_args()
+    out_dir = Path(os.environ.get("OUT", "."))
+    cache = Path(tempfile.mkdtemp(prefix="ca-bench-"))
+    env = dict(os.environ, CUDA_AGENT_CACHE=str(cache), CUDA_AGENT_LOG="quiet")
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+    report: dict = {"machine": {"gpu": gpu, "host": platform.node(), "cpus": os.cpu_count()}}
+    print(f"machine: {gpu}; {os.cpu_count()} CPUs; {platform.node()}")
+
+    # Compile alone.
+    cold = [cli(args.build, ["compile", "--json", "--no-cache", "--task", str(SMALL_TASK),
+                             str(SMALL_SOL)], env) for _ in range(3)]
+    hit = [cli(args.build, ["compile", "--json", "--task", str(SMALL_TASK), str(SMALL_SOL)],
+               env) for _ in range(5)]
+    report["compile_cold_s"] = [r[0]["build"]["seconds"] for r, _ in cold]
+    report["compile_cold_cli_wall_s"] = [w for _, w in cold]
+    report["compile_hit_s"] = [r[0]["build"]["seconds"] for r, _ in hit]
+    report["compile_hit_cli_wall_s"] = [w for _, w in hit]
+
+    # First evaluation of a new task: both baselines measured (fresh cache).
+    first, first_wall = cli(args.build, ["eval", "--json", str(BIG_TASK), str(BIG_SOL)], env)
+    report["first_eval_new_task_s"] = first_wall
+    report["first_eval_result"] = {k: first[0].get(k) for k in ("reward", "reason", "seconds")}
+
+    # Small kernel, baselines cached, compile included (--no-cache forces nvcc).
+    cli(args.build, ["eval", "--json", str(SMALL_TASK), str(SMALL_SOL)], env)  # cache baselines
+    cold_eval, cold_wall = cli(args.build, ["eval", "--json", "--no-cache", str(SMALL_TASK),
+                                            str(SMALL_SOL)], env)
+    warm, _ = cli(args.build, ["eval", "--json", "--no-cache", str(SMALL_TASK)] +
+                  [str(SMALL_SOL)] * 4, env)
+    report["small_eval_cold_cli_wall_s"] = cold_wall
+    report["small_eval_warm_session_s"] = [r["seconds"]["total"] for r in warm[1:]]
+    report["small_eval_warm_breakdown"] = warm[-1]["seconds"]
+    report["small_eval_rewards"] = [r["reward"] for r in warm]
+
+    # Fidelity: 5 timings of a >= 100 us kernel, then ncu on the same kernel.
+    fid, _ = cli(args.build, ["eval", "--json", "--keep", str(BIG_TASK)] + [str(BIG_SOL)] * 5, env)
+    medians = [r["timing"]["candidate"]["median_ms"] for r in fid]
+    cv = statistics.stdev(medians) / statistics.mean(medians)
+    report["fidelity_medians_ms"] = medians
+    report["fidelity_cv"] = cv
+    ncu_times = ncu_kernel_times(args.build, fid[-1]["run_dir"], env)
+    report["ncu_kernel_ms"] = ncu_times
+    if ncu_times:
+        ncu_median = statistics.median(ncu_times)
+        report["ncu_median_ms"] = ncu_median
+        report["ours_vs_ncu"] = medians[-1] / ncu_median - 1.0
+    for r in fid:
+        if r.get("run_dir"):
+            shutil.rmtree(r["run_dir"], ignore_errors=True)
+
+    (out_dir / "bench.json").write_text(json.dumps(report, indent=2))
+    med = statistics.median
+    rows = [
+        ("compile, cold (median of 3)", f"{med(report['compile_cold_s']):.2f} s", "<= 1.5 s"),
+        ("compile, cache hit (median of 5)", f"{1000 * med(report['compile_hit_s']):.1f} ms",
+         "<= 50 ms"),
+        ("compile+verify+time small kernel, warm session",
+         f"{med(report['small_eval_warm_session_s']):.2f} s", "<= 3 s (CUDA-Agent workdir ~50 s)"),
+        ("  same from a cold CLI (bridge starts)", f"{cold_wall:.2f} s", "-"),
+        ("first eval of a new task, both baselines", f"{first_wall:.1f} s", "<= 30 s"),
+        ("timing CV, 5 runs of a >=100 us kernel", f"{100 * cv:.2f} %", "<= 1 %"),
+        ("our median vs ncu gpu__time_duration",
+         f"{100 * report['ours_vs_ncu']:+.2f} %" if ncu_times else "ncu unavailable", "within 3 %"),
+    ]
+    print(f"\n{'measure':52} {'value':>16}   target")
+    for name, value, target in rows:
+        print(f"{name:52} {value:>16}   {target}")
+    print(f"\nfidelity medians (ms): {', '.join(f'{m:.4f}' for m in medians)}")
+    if ncu_times:
+        print(f"ncu median {report['ncu_median_ms']:.4f} ms over {len(ncu_times)} launches")
+    shutil.rmtree(cache, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

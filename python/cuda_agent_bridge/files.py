@@ -1,0 +1,46 @@
+"""Tensor files: safetensors written atomically with the names of docs/protocol.md.
+
+Contract: ``save_tensors(path, prefix, tensors, metadata)`` writes ``<prefix>.0`` ...
+``<prefix>.<n-1>`` (``args``, ``params`` or ``outputs``) as contiguous CPU copies into a temporary
+file next to ``path`` and renames it over ``path``, so readers never see a partial file.
+``load_tensors`` reads such a file back in index order.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+
+import torch
+from safetensors.torch import load_file, save_file
+
+
+def save_tensors(
+    path: str, prefix: str, tensors: Sequence[torch.Tensor], metadata: dict[str, str]
+) -> None:
+    """Writes ``tensors`` as ``<prefix>.<i>`` into ``path`` atomically (temp file + rename)."""
+    # clone(): safetensors refuses tensors that share storage (views, tied weights).
+    named = {
+        f"{prefix}.{i}": t.detach().to("cpu").contiguous().clone() for i, t in enumerate(tensors)
+    }
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=directory)
+    os.close(fd)
+    try:
+        save_file(named, tmp, metadata=metadata)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def load_tensors(path: str, prefix: str) -> list[torch.Tensor]:
+    """Reads ``<prefix>.0`` ... from ``path`` in index order."""
+    named = load_file(path)
+    count = sum(1 for name in named if name.startswith(prefix + "."))
+    return [named[f"{prefix}.{i}"] for i in range(count)]

@@ -1,0 +1,62 @@
+"""Task code writing to stdout (print, sys.__stdout__, raw fd 1) cannot corrupt the protocol."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support import Bridge, write_task
+
+NOISY = """
+import os
+import sys
+import torch
+from torch import nn
+
+print("at import")
+sys.__stdout__.write("via sys.__stdout__\\n")
+sys.__stdout__.flush()
+os.write(1, b"raw fd 1 at import\\n")
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        print("in __init__", flush=True)
+
+    def forward(self, x):
+        print("in forward", x.shape)
+        os.write(1, b"raw fd 1 in forward\\n")
+        return x * 3
+
+def get_inputs():
+    print("in get_inputs")
+    return [torch.randn(4)]
+
+def get_init_inputs():
+    print("in get_init_inputs")
+    return []
+"""
+
+
+def test_printing_task_keeps_protocol_clean(tmp_path: Path) -> None:
+    task = write_task(tmp_path, "noisy", NOISY)
+    b = Bridge()
+    try:
+        # Bridge.read_line json-parses every stdout line, so any stray output fails here.
+        assert b.ok("describe", task_dir=str(task), seed=1)["outputs"][0]["shape"] == [4]
+        sets = [{"seed": 2, "inputs_path": str(tmp_path / "i"),
+                 "outputs_path": str(tmp_path / "o")}]
+        assert b.ok("reference", task_dir=str(task), model_seed=0,
+                    params_path=str(tmp_path / "p"), sets=sets)["sets"] == 1
+        protocol = {"min_samples": 3, "max_samples": 5, "budget_s": 0.5, "l2_flush_factor": 0}
+        assert b.ok("time", task_dir=str(task), model_seed=0, seeds=[1], modes=["eager"],
+                    protocol=protocol)["eager"]["samples"] >= 3
+        assert b.request("shutdown")["ok"]
+        assert b.proc.stdout is not None
+        assert b.unread() + b.proc.stdout.read() == b""  # nothing after the last answer
+        assert b.proc.wait(timeout=30) == 0
+        err = b.stderr_text()
+        for text in ("at import", "via sys.__stdout__", "raw fd 1 at import", "in __init__",
+                     "in forward", "raw fd 1 in forward", "in get_inputs", "in get_init_inputs"):
+            assert text in err, text
+    finally:
+        b.close()

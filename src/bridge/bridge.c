@@ -1,0 +1,186 @@
+#include "bridge/bridge.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/str.h"
+
+int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_diag *d)
+{
+	char root[PATH_MAX], pypath[PATH_MAX + 16];
+	const char *python = opts && opts->python ? opts->python : getenv("CUDA_AGENT_PYTHON");
+	const char *device = opts && opts->device ? opts->device : "auto";
+	const char *old_pp = getenv("PYTHONPATH");
+	char *pp_env = NULL;
+	int rc;
+
+	memset(b, 0, sizeof *b);
+	b->child.pid = -1;
+	b->next_id = 1;
+	if (!python || !python[0])
+		python = "python3";
+	rc = ca_install_root(root, sizeof root, d);
+	if (rc)
+		return rc;
+	snprintf(pypath, sizeof pypath, "%s/python", root);
+	if (!ca_is_dir(pypath))
+		return ca_fail(d, CA_ERR_NOTFOUND,
+			       "the torch bridge is not installed: %s is missing (set CUDA_AGENT_ROOT)",
+			       pypath);
+	if (asprintf(&pp_env, "PYTHONPATH=%s%s%s", pypath, old_pp && old_pp[0] ? ":" : "",
+		     old_pp ? old_pp : "") < 0)
+		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
+	const char *env_add[] = {pp_env, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", NULL};
+	const char *argv[] = {python, "-m", "cuda_agent_bridge", "--device", device, NULL};
+	struct ca_run_opts ro = {.env_add = env_add};
+	if (opts && opts->stderr_path)
+		ca_strlcpy(b->stderr_path, opts->stderr_path, sizeof b->stderr_path);
+	rc = ca_child_spawn(&b->child, argv, &ro, b->stderr_path[0] ? b->stderr_path : NULL, d);
+	free(pp_env);
+	if (rc)
+		return ca_fail_prefix(d, rc, "cannot start the torch bridge (%s)", python);
+	ca_log_debug("torch bridge started (pid %d, %s)", (int)b->child.pid, python);
+	return 0;
+}
+
+static int bridge_dead(struct bridge *b, int code, struct ca_diag *d)
+{
+	char tail[1024] = "";
+	if (b->stderr_path[0])
+		ca_file_tail(b->stderr_path, 3, tail, sizeof tail);
+	for (char *p = tail; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	return ca_fail_prefix(d, code, "torch bridge failed%s%s%s", tail[0] ? " (" : "", tail,
+			      tail[0] ? ")" : "");
+}
+
+static void copy_str(char *dst, size_t size, const json_t *obj, const char *key)
+{
+	const json_t *v = json_object_get(obj, key);
+	ca_strlcpy(dst, json_is_string(v) ? json_string_value(v) : "", size);
+}
+
+int bridge_wait_ready(struct bridge *b, double timeout_s, struct ca_diag *d)
+{
+	char *line = NULL;
+	json_t *msg = NULL;
+	int rc;
+
+	if (b->ready)
+		return 0;
+	rc = ca_child_read_line(&b->child, CA_BRIDGE_MAX_LINE, timeout_s, &line, d);
+	if (rc) {
+		rc = bridge_dead(b, rc, d);
+		goto out;
+	}
+	msg = json_loads(line, 0, NULL);
+	if (!msg || !json_is_object(msg) ||
+	    !json_is_string(json_object_get(msg, "event")) ||
+	    strcmp(json_string_value(json_object_get(msg, "event")), "ready") != 0) {
+		rc = ca_fail(d, CA_ERR_PARSE, "torch bridge: expected a ready line, got: %.200s",
+			     line);
+		goto out;
+	}
+	copy_str(b->torch_version, sizeof b->torch_version, msg, "torch");
+	copy_str(b->python_version, sizeof b->python_version, msg, "python");
+	copy_str(b->device, sizeof b->device, msg, "device");
+	copy_str(b->gpu_name, sizeof b->gpu_name, msg, "gpu_name");
+	copy_str(b->cuda_version, sizeof b->cuda_version, msg, "cuda");
+	b->l2_bytes = json_integer_value(json_object_get(msg, "l2_bytes"));
+	b->ready = true;
+	ca_log_debug("torch bridge ready: torch %s on %s %s", b->torch_version, b->device,
+		     b->gpu_name);
+out:
+	json_decref(msg);
+	free(line);
+	return rc;
+}
+
+int bridge_call(struct bridge *b, const char *op, const json_t *req, double timeout_s,
+		json_t **result, char *err_code, size_t err_code_size, struct ca_diag *d)
+{
+	json_t *msg = NULL, *answer = NULL;
+	char *text = NULL, *line = NULL;
+	long id;
+	int rc;
+
+	*result = NULL;
+	if (err_code && err_code_size)
+		err_code[0] = '\0';
+	rc = bridge_wait_ready(b, timeout_s, d);
+	if (rc)
+		return rc;
+	id = b->next_id++;
+	msg = req ? json_deep_copy(req) : json_object();
+	if (!msg) {
+		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	json_object_set_new(msg, "id", json_integer(id));
+	json_object_set_new(msg, "op", json_string(op));
+	text = json_dumps(msg, JSON_COMPACT);
+	if (!text) {
+		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	rc = ca_child_write(&b->child, text, strlen(text), d);
+	if (!rc)
+		rc = ca_child_write(&b->child, "\n", 1, d);
+	if (rc) {
+		rc = bridge_dead(b, rc, d);
+		goto out;
+	}
+	for (;;) {
+		free(line);
+		line = NULL;
+		rc = ca_child_read_line(&b->child, CA_BRIDGE_MAX_LINE, timeout_s, &line, d);
+		if (rc) {
+			rc = rc == CA_ERR_TIMEOUT
+				     ? ca_fail_prefix(d, rc, "torch bridge '%s'", op)
+				     : bridge_dead(b, rc, d);
+			goto out;
+		}
+		json_decref(answer);
+		answer = json_loads(line, 0, NULL);
+		if (!answer || !json_is_object(answer)) {
+			rc = ca_fail(d, CA_ERR_PARSE, "torch bridge sent a malformed line: %.200s",
+				     line);
+			goto out;
+		}
+		if (json_integer_value(json_object_get(answer, "id")) == id)
+			break;
+		ca_log_debug("torch bridge: skipping a line for another request");
+	}
+	if (json_is_true(json_object_get(answer, "ok"))) {
+		json_t *res = json_object_get(answer, "result");
+		*result = res ? json_incref(res) : json_object();
+	} else {
+		const json_t *err = json_object_get(answer, "error");
+		const json_t *code = json_object_get(err, "code");
+		const json_t *message = json_object_get(err, "message");
+		if (err_code && err_code_size)
+			snprintf(err_code, err_code_size, "%s",
+				 json_is_string(code) ? json_string_value(code) : "bridge.internal");
+		rc = ca_fail(d, CA_ERR_INVALID, "%s",
+			     json_is_string(message) ? json_string_value(message)
+						     : "the torch bridge reported an error");
+	}
+out:
+	json_decref(msg);
+	json_decref(answer);
+	free(text);
+	free(line);
+	return rc;
+}
+
+void bridge_stop(struct bridge *b)
+{
+	if (b->child.pid > 0 && b->ready)
+		(void)ca_child_write(&b->child, "{\"id\":0,\"op\":\"shutdown\"}\n", 25, NULL);
+	ca_child_close(&b->child, 2.0);
+	b->ready = false;
+}

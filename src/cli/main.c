@@ -1,0 +1,262 @@
+/* cuda-agent: command-line entry point. Subcommands: compile, verify, profile, eval, version.
+ * Exit codes (docs/cli.md): 0 ok, 1 the candidate failed (build, correctness, fault, hack),
+ * 2 usage error, 3 the task is broken, 4 environment problem (no GPU, bridge, worker missing),
+ * 5 internal error. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval/eval.h"
+#include "util/log.h"
+
+#define CA_VERSION "0.1.0"
+
+enum { EXIT_USAGE = 2, EXIT_INTERNAL = 5 };
+
+static const char main_usage[] =
+	"usage: cuda-agent <command> [options]\n"
+	"\n"
+	"Evaluates CUDA kernels against PyTorch tasks: builds them with nvcc, verifies them on\n"
+	"fresh secret inputs, times them against eager PyTorch and torch.compile, and gives the\n"
+	"CUDA-Agent reward.\n"
+	"\n"
+	"commands (inside a workspace holding model.py and kernels/, DIR defaults to .):\n"
+	"  compile [DIR]                 build kernels/ and check the library (no GPU needed)\n"
+	"  verify  [DIR]                 compile, then check correctness on the GPU\n"
+	"  profile [DIR]                 verify, time, and show a per-kernel GPU time table\n"
+	"  eval TASK CANDIDATE...        full evaluation of candidates (dirs with kernels/)\n"
+	"  version                       print versions\n"
+	"\n"
+	"Run 'cuda-agent <command> --help' for a command's options.\n"
+	"Exit codes: 0 ok, 1 candidate failed, 2 usage, 3 task broken, 4 environment, 5 internal.\n";
+
+static const char options_help[] =
+	"options:\n"
+	"  --task DIR             the task directory (default: the workspace itself)\n"
+	"  --json                 print the result JSON (one line per candidate) instead of text\n"
+	"  --trials N             verification trials, each on fresh secret inputs (default 5)\n"
+	"  --budget SECONDS       time budget of the timed loop (default 2)\n"
+	"  --target-rse X         stop timing when the median's relative standard error < X (0.005)\n"
+	"  --arch sm_XX           GPU architecture (default: detected, else sm_90)\n"
+	"  --no-cache             rebuild every translation unit\n"
+	"  --refresh-baselines    re-measure eager and torch.compile even if cached\n"
+	"  --keep                 keep the run directory (reference data, worker files)\n"
+	"  --timeout SECONDS      watchdog for the candidate's process (default 60 + 2 x budget)\n"
+	"  --python PATH          Python with torch for the bridge ($CUDA_AGENT_PYTHON, python3)\n"
+	"  --device auto|cuda|cpu where the bridge runs PyTorch (default auto)\n"
+	"  -q, --quiet            no progress messages\n"
+	"  -v, --verbose          debug messages (and the bridge's own log on stderr)\n"
+	"  -h, --help             this help\n";
+
+struct cli {
+	struct eval_opts opts;
+	const char *task;
+	const char *python;
+	const char *device;
+	int json;
+};
+
+static int parse_double(const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_options(struct cli *c, int argc, char **argv, const char *usage_line)
+{
+	enum { O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH,
+	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE };
+	static const struct option longopts[] = {
+		{"task", required_argument, NULL, O_TASK},
+		{"json", no_argument, NULL, O_JSON},
+		{"trials", required_argument, NULL, O_TRIALS},
+		{"budget", required_argument, NULL, O_BUDGET},
+		{"target-rse", required_argument, NULL, O_RSE},
+		{"arch", required_argument, NULL, O_ARCH},
+		{"no-cache", no_argument, NULL, O_NOCACHE},
+		{"refresh-baselines", no_argument, NULL, O_REFRESH},
+		{"keep", no_argument, NULL, O_KEEP},
+		{"timeout", required_argument, NULL, O_TIMEOUT},
+		{"python", required_argument, NULL, O_PYTHON},
+		{"device", required_argument, NULL, O_DEVICE},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int ch;
+	double v;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "qvh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case O_TASK: c->task = optarg; break;
+		case O_JSON: c->json = 1; break;
+		case O_TRIALS:
+			if (parse_double(optarg, &v) || v < 1 || v > 100 || v != (int)v) {
+				fprintf(stderr, "cuda-agent: --trials takes a whole number 1-100\n");
+				return EXIT_USAGE;
+			}
+			c->opts.protocol.trials = (int)v;
+			break;
+		case O_BUDGET:
+			if (parse_double(optarg, &v) || v <= 0 || v > 600) {
+				fprintf(stderr, "cuda-agent: --budget takes seconds in (0, 600]\n");
+				return EXIT_USAGE;
+			}
+			c->opts.protocol.budget_s = v;
+			break;
+		case O_RSE:
+			if (parse_double(optarg, &v) || v <= 0 || v >= 1) {
+				fprintf(stderr, "cuda-agent: --target-rse takes a number in (0, 1)\n");
+				return EXIT_USAGE;
+			}
+			c->opts.protocol.target_rse = v;
+			break;
+		case O_ARCH:
+			if (strncmp(optarg, "sm_", 3) != 0 || strlen(optarg) > 8) {
+				fprintf(stderr, "cuda-agent: --arch takes a name like sm_90\n");
+				return EXIT_USAGE;
+			}
+			c->opts.arch = optarg;
+			break;
+		case O_NOCACHE: c->opts.no_build_cache = true; break;
+		case O_REFRESH: c->opts.refresh_baselines = true; break;
+		case O_KEEP: c->opts.keep_run_dir = true; break;
+		case O_TIMEOUT:
+			if (parse_double(optarg, &v) || v <= 0 || v > 86400) {
+				fprintf(stderr, "cuda-agent: --timeout takes seconds\n");
+				return EXIT_USAGE;
+			}
+			c->opts.worker_timeout_s = v;
+			break;
+		case O_PYTHON: c->python = optarg; break;
+		case O_DEVICE:
+			if (strcmp(optarg, "auto") && strcmp(optarg, "cuda") && strcmp(optarg, "cpu")) {
+				fprintf(stderr, "cuda-agent: --device takes auto, cuda or cpu\n");
+				return EXIT_USAGE;
+			}
+			c->device = optarg;
+			break;
+		case 'q': ca_log_set_level(CA_LOG_QUIET); break;
+		case 'v': ca_log_set_level(CA_LOG_DEBUG); break;
+		case 'h':
+			printf("%s\n%s", usage_line, options_help);
+			exit(0);
+		default:
+			fprintf(stderr, "%s\nTry '--help'.\n", usage_line);
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+static int print_result(const struct cli *c, json_t *result)
+{
+	if (c->json) {
+		char *text = json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(9));
+		if (!text)
+			return EXIT_INTERNAL;
+		puts(text);
+		free(text);
+	} else {
+		fputs(json_string_value(json_object_get(result, "summary")), stdout);
+	}
+	fflush(stdout);
+	return eval_exit_code(result);
+}
+
+static int run_eval(struct cli *c, const char *task, char **candidates, int count)
+{
+	struct eval_session session;
+	struct ca_diag d = {{0}};
+	int worst = 0;
+
+	eval_session_init(&session, c->python, c->device);
+	for (int i = 0; i < count; i++) {
+		json_t *result = NULL;
+		c->opts.task_dir = task;
+		c->opts.candidate_dir = candidates[i];
+		if (eval_run(&session, &c->opts, &result, &d) != 0) {
+			fprintf(stderr, "cuda-agent: %s\n", d.msg);
+			eval_session_close(&session);
+			return EXIT_USAGE;
+		}
+		int code = print_result(c, result);
+		json_decref(result);
+		if (code > worst)
+			worst = code;
+	}
+	eval_session_close(&session);
+	return worst;
+}
+
+static int cmd_workspace(int argc, char **argv, enum eval_mode mode, const char *name)
+{
+	struct cli c = {0};
+	char usage[160];
+	int rc;
+
+	snprintf(usage, sizeof usage, "usage: cuda-agent %s [options] [DIR]", name);
+	eval_opts_defaults(&c.opts);
+	c.opts.mode = mode;
+	rc = parse_options(&c, argc, argv, usage);
+	if (rc)
+		return rc;
+	if (argc - optind > 1) {
+		fprintf(stderr, "%s\n(one workspace directory at most)\n", usage);
+		return EXIT_USAGE;
+	}
+	char *dir = optind < argc ? argv[optind] : ".";
+	return run_eval(&c, c.task ? c.task : dir, &dir, 1);
+}
+
+static int cmd_eval(int argc, char **argv)
+{
+	struct cli c = {0};
+	const char *usage = "usage: cuda-agent eval [options] TASK_DIR CANDIDATE_DIR...";
+	int rc;
+
+	eval_opts_defaults(&c.opts);
+	c.opts.mode = EVAL_FULL;
+	rc = parse_options(&c, argc, argv, usage);
+	if (rc)
+		return rc;
+	if (argc - optind < 2) {
+		fprintf(stderr, "%s\n(a task directory and at least one candidate directory)\n",
+			usage);
+		return EXIT_USAGE;
+	}
+	return run_eval(&c, c.task ? c.task : argv[optind], argv + optind + 1, argc - optind - 1);
+}
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0) {
+		fputs(main_usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? EXIT_USAGE : 0;
+	}
+	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+		printf("cuda-agent %s (result schema %s, protocol %d)\n", CA_VERSION, CA_RESULT_SCHEMA,
+		       CA_PROTOCOL_VERSION);
+		return 0;
+	}
+	if (strcmp(argv[1], "compile") == 0)
+		return cmd_workspace(argc - 1, argv + 1, EVAL_COMPILE, "compile");
+	if (strcmp(argv[1], "verify") == 0)
+		return cmd_workspace(argc - 1, argv + 1, EVAL_VERIFY, "verify");
+	if (strcmp(argv[1], "profile") == 0)
+		return cmd_workspace(argc - 1, argv + 1, EVAL_PROFILE, "profile");
+	if (strcmp(argv[1], "eval") == 0)
+		return cmd_eval(argc - 1, argv + 1);
+	fprintf(stderr, "cuda-agent: unknown command '%s'\n%s", argv[1], main_usage);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,1054 @@
+#include "eval/eval.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "build/build.h"
+#include "eval/compare.h"
+#include "eval/reward.h"
+#include "eval/summary.h"
+#include "task/task.h"
+#include "tensor/safetensors.h"
+#include "tensor/spec.h"
+#include "util/clock.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/proc.h"
+#include "util/str.h"
+
+#define MAX_TRIALS 100
+#define MAX_ROTATION 16
+#define MAX_CHECKS 64
+#define WORKER_MAX_LINE (8u << 20)
+
+/* Everything one evaluation owns; released by run_free(). */
+struct run {
+	struct eval_session *s;
+	const struct eval_opts *o;
+	json_t *result;
+	struct task task;
+	bool task_loaded;
+	struct build_result build;
+	struct task_spec spec;
+	bool spec_loaded;
+	json_t *spec_json;
+	char dir[PATH_MAX];  /* run directory */
+	char pub[PATH_MAX];  /* inputs and params: the worker reads these */
+	char priv[PATH_MAX]; /* reference outputs: the worker is never told of them */
+	char work[PATH_MAX]; /* the worker's outputs */
+	uint64_t trial_seeds[MAX_TRIALS];
+	uint64_t timing_model_seed, rotation_seeds[MAX_ROTATION], check_seeds[MAX_CHECKS],
+		final_seed, plan_seed;
+	bool timing_wanted, profile_wanted;
+	/* From the worker. */
+	json_t *device_event, *timing_event, *profile_event;
+	json_t *trials;        /* array, one object per trial */
+	bool verify_ok;
+	double t_start;
+	json_t *seconds;
+};
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+
+static uint64_t secret_seed(void)
+{
+	uint64_t v = 0;
+	if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) {
+		/* getrandom cannot fail for 8 bytes once the pool is ready; fall back anyway. */
+		uint64_t pid = (uint64_t)(uint32_t)getpid();
+		uint64_t now = (uint64_t)(ca_wall_now() * 1e9);
+		v = pid * (uint64_t)0x9E3779B97F4A7C15ull ^ now;
+	}
+	return v & 0x7fffffffffffffffull;
+}
+
+static void set_reason(struct run *r, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The first reason set wins: it is the cause; later failures are consequences. */
+static void set_reason(struct run *r, const char *code, const char *fmt, ...)
+{
+	char msg[CA_DIAG_MAX];
+	va_list ap;
+	json_t *old = json_object_get(r->result, "reason");
+	if (old && strcmp(json_string_value(json_object_get(old, "code")), "ok") != 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	json_object_set_new(r->result, "reason", json_pack("{s:s, s:s}", "code", code, "message",
+							   msg));
+}
+
+static const char *reason_code(const struct run *r)
+{
+	json_t *reason = json_object_get(r->result, "reason");
+	const char *c = json_string_value(json_object_get(reason, "code"));
+	return c ? c : "";
+}
+
+static void note_seconds(struct run *r, const char *what, double since)
+{
+	json_object_set_new(r->seconds, what, json_real(ca_now() - since));
+}
+
+static int pathf(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int pathf(char *out, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+	va_start(ap, fmt);
+	n = vsnprintf(out, size, fmt, ap);
+	va_end(ap);
+	return n < 0 || (size_t)n >= size ? CA_ERR_LIMIT : 0;
+}
+
+static json_t *path_json(const char *dir, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static json_t *path_json(const char *dir, const char *fmt, ...)
+{
+	char name[64], full[PATH_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof name, fmt, ap);
+	va_end(ap);
+	if (ca_path_join(full, sizeof full, dir, name))
+		return json_null();
+	return json_string(full);
+}
+
+/* ---- session --------------------------------------------------------------------------- */
+
+void eval_opts_defaults(struct eval_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->mode = EVAL_FULL;
+	eval_protocol_defaults(&o->protocol);
+}
+
+void eval_session_init(struct eval_session *s, const char *python, const char *device)
+{
+	memset(s, 0, sizeof *s);
+	ca_strlcpy(s->python, python ? python : "", sizeof s->python);
+	ca_strlcpy(s->device, device ? device : "auto", sizeof s->device);
+	s->bridge_opts.python = s->python[0] ? s->python : NULL;
+	s->bridge_opts.device = s->device;
+}
+
+int eval_session_warm(struct eval_session *s, struct ca_diag *d)
+{
+	char cache[PATH_MAX], log[PATH_MAX];
+	int rc;
+	if (s->bridge_started)
+		return 0;
+	rc = ca_cache_dir(cache, sizeof cache, d);
+	if (rc)
+		return rc;
+	if (pathf(log, sizeof log, "%s/bridge.log", cache))
+		return ca_fail(d, CA_ERR_LIMIT, "cache path too long");
+	s->bridge_opts.stderr_path = ca_log_get_level() >= CA_LOG_DEBUG ? NULL : log;
+	rc = bridge_start(&s->bridge, &s->bridge_opts, d);
+	if (rc)
+		return rc;
+	s->bridge_started = true;
+	return 0;
+}
+
+void eval_session_close(struct eval_session *s)
+{
+	if (s->bridge_started)
+		bridge_stop(&s->bridge);
+	s->bridge_started = false;
+	if (s->cache_open)
+		baseline_cache_close(&s->cache);
+	s->cache_open = false;
+}
+
+/* ---- steps ----------------------------------------------------------------------------- */
+
+static json_t *build_json(const struct build_result *b)
+{
+	json_t *errors = json_array(), *resources = json_array();
+	char buf[CA_BUILD_LOG_MAX];
+	char *save = NULL;
+
+	ca_strlcpy(buf, b->errors, sizeof buf);
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		json_array_append_new(errors, json_string(line));
+	ca_strlcpy(buf, b->ptxas_info, sizeof buf);
+	save = NULL;
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		json_array_append_new(resources, json_string(line));
+	return json_pack("{s:s, s:f, s:b, s:s, s:i, s:i, s:s, s:s, s:o, s:o}", "status",
+			 build_status_code(b->status), "seconds", b->seconds, "cached", b->cached,
+			 "arch", b->arch, "units_compiled", b->objects_compiled, "units_cached",
+			 b->objects_cached, "hash", b->hash, "library",
+			 b->status == BUILD_OK ? b->library : "", "errors", errors, "resources",
+			 resources);
+}
+
+static int step_build(struct run *r)
+{
+	struct build_opts bo = {0};
+	char root[PATH_MAX], include[PATH_MAX], kernels[PATH_MAX];
+	struct ca_diag d = {{0}};
+	int rc;
+
+	if (ca_path_join(kernels, sizeof kernels, r->o->candidate_dir, "kernels")) {
+		set_reason(r, "candidate.missing", "candidate path too long");
+		return -1;
+	}
+	if (!ca_is_dir(r->o->candidate_dir)) {
+		set_reason(r, "candidate.missing", "candidate directory %s does not exist",
+			   r->o->candidate_dir);
+		return -1;
+	}
+	if (!ca_is_dir(kernels)) {
+		set_reason(r, "candidate.missing",
+			   "%s has no kernels/ directory (a native candidate keeps its CUDA sources "
+			   "in kernels/)", r->o->candidate_dir);
+		return -1;
+	}
+	rc = ca_install_root(root, sizeof root, &d);
+	if (rc || pathf(include, sizeof include, "%s/build/include", root)) {
+		set_reason(r, "internal", "%s", d.msg);
+		return -1;
+	}
+	bo.kernels_dir = kernels;
+	bo.arch = r->o->arch;
+	bo.include_dir = include;
+	bo.no_cache = r->o->no_build_cache;
+	ca_log_info("building %s", kernels);
+	rc = build_candidate(&bo, &r->build, &d);
+	if (rc) {
+		set_reason(r, "build.internal", "the build could not run: %s", d.msg);
+		json_object_set_new(r->result, "compiled", json_false());
+		return -1;
+	}
+	json_object_set_new(r->result, "build", build_json(&r->build));
+	json_object_set_new(json_object_get(r->result, "candidate"), "hash",
+			    json_string(r->build.hash));
+	json_object_set_new(r->seconds, "build", json_real(r->build.seconds));
+	if (r->build.status != BUILD_OK) {
+		char first[512];
+		char *nl;
+		ca_strlcpy(first, r->build.errors, sizeof first);
+		nl = strchr(first, '\n');
+		if (nl)
+			*nl = '\0';
+		json_object_set_new(r->result, "compiled", json_false());
+		set_reason(r, build_status_code(r->build.status), "%s",
+			   first[0] ? first : "the build failed");
+		return -1;
+	}
+	json_object_set_new(r->result, "compiled", json_true());
+	ca_log_info("built in %.2f s (%s%s, %d unit%s compiled)", r->build.seconds, r->build.arch,
+		    r->build.cached ? ", cached" : "", r->build.objects_compiled,
+		    r->build.objects_compiled == 1 ? "" : "s");
+	return 0;
+}
+
+static int bridge_request(struct run *r, const char *op, const json_t *req, double timeout_s,
+			  json_t **res)
+{
+	struct ca_diag d = {{0}};
+	char code[64];
+	int rc = bridge_call(&r->s->bridge, op, req, timeout_s, res, code, sizeof code, &d);
+	if (rc == CA_ERR_INVALID && strncmp(code, "task.", 5) == 0) {
+		set_reason(r, code, "%s", d.msg);
+	} else if (rc) {
+		set_reason(r, code[0] ? code : "env.bridge", "torch bridge (%s): %s", op, d.msg);
+	}
+	return rc;
+}
+
+static int step_bridge_ready(struct run *r)
+{
+	struct ca_diag d = {{0}};
+	double t0 = ca_now();
+	int rc = eval_session_warm(r->s, &d);
+	if (!rc)
+		rc = bridge_wait_ready(&r->s->bridge, 180.0, &d);
+	note_seconds(r, "bridge_wait", t0);
+	if (rc) {
+		set_reason(r, "env.bridge", "cannot start the torch bridge: %s", d.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int step_describe(struct run *r)
+{
+	json_t *req = json_pack("{s:s, s:I}", "task_dir", r->task.dir, "seed",
+				(json_int_t)r->trial_seeds[0]);
+	json_t *res = NULL;
+	struct ca_diag d = {{0}};
+	double t0 = ca_now();
+	int rc = bridge_request(r, "describe", req, 600.0, &res);
+	json_decref(req);
+	note_seconds(r, "describe", t0);
+	if (rc)
+		return -1;
+	rc = task_spec_from_json(&r->spec, res, &d);
+	if (rc) {
+		set_reason(r, "task.unsupported", "%s", d.msg);
+		json_decref(res);
+		return -1;
+	}
+	r->spec_loaded = true;
+	r->spec_json = task_spec_to_json(&r->spec);
+	json_object_set(r->result, "spec", r->spec_json);
+	json_decref(res);
+	return 0;
+}
+
+static int make_run_dirs(struct run *r)
+{
+	char cache[PATH_MAX], base[PATH_MAX];
+	struct ca_diag d = {{0}};
+	if (ca_cache_dir(cache, sizeof cache, &d) || pathf(base, sizeof base, "%s/runs", cache) ||
+	    ca_make_temp_dir(base, "run-", r->dir, sizeof r->dir, &d) ||
+	    pathf(r->pub, sizeof r->pub, "%s/public", r->dir) ||
+	    pathf(r->priv, sizeof r->priv, "%s/private", r->dir) ||
+	    pathf(r->work, sizeof r->work, "%s/work", r->dir) || ca_mkdirs(r->pub, 0755, &d) ||
+	    ca_mkdirs(r->priv, 0700, &d) || ca_mkdirs(r->work, 0755, &d)) {
+		set_reason(r, "internal", "cannot create the run directory: %s", d.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static json_t *set_entry(uint64_t seed, json_t *inputs, json_t *outputs)
+{
+	return json_pack("{s:I, s:o, s:o}", "seed", (json_int_t)seed, "inputs_path", inputs,
+			 "outputs_path", outputs ? outputs : json_null());
+}
+
+static int reference_call(struct run *r, uint64_t model_seed, json_t *params_path, json_t *sets)
+{
+	json_t *req = json_pack("{s:s, s:I, s:o, s:o}", "task_dir", r->task.dir, "model_seed",
+				(json_int_t)model_seed, "params_path", params_path, "sets", sets);
+	json_t *res = NULL;
+	int rc = bridge_request(r, "reference", req, 600.0, &res);
+	json_decref(req);
+	json_decref(res);
+	return rc;
+}
+
+/* Reference data: per trial its own model seed and input seed; for timing one model seed,
+ * rotation sets (no outputs needed), checked sets and a final set (outputs kept private). */
+static int step_reference(struct run *r)
+{
+	const struct eval_protocol *p = &r->o->protocol;
+	double t0 = ca_now();
+	for (int k = 0; k < p->trials; k++) {
+		json_t *sets = json_pack("[o]", set_entry(r->trial_seeds[k],
+							  path_json(r->pub, "inputs_%d.safetensors", k),
+							  path_json(r->priv, "ref_%d.safetensors", k)));
+		if (reference_call(r, r->trial_seeds[k],
+				   path_json(r->pub, "params_%d.safetensors", k), sets))
+			return -1;
+	}
+	if (r->timing_wanted || r->profile_wanted) {
+		json_t *sets = json_array();
+		for (int i = 0; i < p->rotation_sets; i++)
+			json_array_append_new(sets, set_entry(r->rotation_seeds[i],
+							      path_json(r->pub, "rot_%d.safetensors", i),
+							      NULL));
+		for (int i = 0; i < p->checks; i++)
+			json_array_append_new(
+				sets, set_entry(r->check_seeds[i],
+						path_json(r->pub, "check_%d.safetensors", i),
+						path_json(r->priv, "check_ref_%d.safetensors", i)));
+		json_array_append_new(sets, set_entry(r->final_seed,
+						      path_json(r->pub, "final.safetensors"),
+						      path_json(r->priv, "final_ref.safetensors")));
+		if (reference_call(r, r->timing_model_seed,
+				   path_json(r->pub, "params_t.safetensors"), sets))
+			return -1;
+	}
+	note_seconds(r, "reference", t0);
+	return 0;
+}
+
+static json_t *make_plan(struct run *r)
+{
+	const struct eval_protocol *p = &r->o->protocol;
+	json_t *verify = json_array();
+	json_t *plan;
+
+	for (int k = 0; k < p->trials; k++)
+		json_array_append_new(verify,
+				      json_pack("{s:o, s:o, s:o}", "params",
+						path_json(r->pub, "params_%d.safetensors", k), "inputs",
+						path_json(r->pub, "inputs_%d.safetensors", k),
+						"outputs", path_json(r->work, "out_%d.safetensors", k)));
+	plan = json_pack("{s:s, s:i, s:O, s:o, s:b}", "library", r->build.library, "device", 0,
+			 "spec", r->spec_json, "verify", verify, "gate_after_verify", 1);
+	if (r->timing_wanted) {
+		json_t *rot = json_array(), *checks = json_array();
+		for (int i = 0; i < p->rotation_sets; i++)
+			json_array_append_new(rot, path_json(r->pub, "rot_%d.safetensors", i));
+		for (int i = 0; i < p->checks; i++)
+			json_array_append_new(
+				checks, json_pack("{s:o, s:o}", "inputs",
+						  path_json(r->pub, "check_%d.safetensors", i),
+						  "outputs",
+						  path_json(r->work, "check_out_%d.safetensors", i)));
+		json_object_set_new(
+			plan, "timing",
+			json_pack("{s:o, s:o, s:o, s:{s:o, s:o}, s:I, s:o}", "params",
+				  path_json(r->pub, "params_t.safetensors"), "rotation", rot,
+				  "checks", checks, "final", "inputs",
+				  path_json(r->pub, "final.safetensors"), "outputs",
+				  path_json(r->work, "final_out.safetensors"), "seed",
+				  (json_int_t)r->plan_seed, "protocol",
+				  eval_protocol_timing_json(p)));
+	}
+	if (r->profile_wanted)
+		json_object_set_new(plan, "profile",
+				    json_pack("{s:o, s:o, s:i}", "params",
+					      path_json(r->pub, "params_t.safetensors"), "inputs",
+					      path_json(r->pub, "rot_0.safetensors"), "calls",
+					      r->o->profile_calls > 0 ? r->o->profile_calls : 5));
+	return plan;
+}
+
+/* Compares the worker's outputs file with the reference file; fills a trial-style object.
+ * Returns 1 if all outputs match, 0 if not, -1 if a file could not be read. */
+static int compare_files(struct run *r, const char *out_path, const char *ref_path,
+			 json_t *entry)
+{
+	struct safetensors out = {0}, ref = {0};
+	struct ca_diag d = {{0}};
+	double max_abs = 0, max_rel = 0;
+	size_t mismatches = 0;
+	int verdict = 1;
+	bool described = false;
+
+	if (safetensors_open(&ref, ref_path, &d)) {
+		json_object_set_new(entry, "message", json_string(d.msg));
+		verdict = -1;
+		goto out;
+	}
+	if (safetensors_open(&out, out_path, &d)) {
+		json_object_set_new(entry, "message", json_string(d.msg));
+		verdict = -1;
+		goto out;
+	}
+	for (int i = 0; i < r->spec.num_outputs; i++) {
+		const struct st_tensor *o = safetensors_find_indexed(&out, "outputs", i);
+		const struct st_tensor *e = safetensors_find_indexed(&ref, "outputs", i);
+		struct compare_result cr;
+		char label[CA_SPEC_NAME_MAX + 32], msg[1024];
+		if (!o || !e) {
+			json_object_set_new(entry, "message",
+					    json_sprintf("outputs.%d is missing from %s", i,
+							 !o ? "the worker's file" : "the reference"));
+			verdict = -1;
+			goto out;
+		}
+		compare_tensors(o, e, r->task.atol, r->task.rtol, &cr);
+		max_abs = fmax(max_abs, cr.max_abs_err);
+		max_rel = fmax(max_rel, cr.max_rel_err);
+		mismatches += cr.shape_ok ? cr.mismatches : cr.numel;
+		if (cr.match)
+			continue;
+		verdict = 0;
+		if (described)
+			continue;
+		described = true;
+		snprintf(label, sizeof label, "output %d (%s)", i, r->spec.outputs[i].name);
+		compare_describe(&cr, label, msg, sizeof msg);
+		json_object_set_new(entry, "message", json_string(msg));
+		if (cr.has_first) {
+			json_t *idx = json_array();
+			for (int k = 0; k < cr.ndim && k < 8; k++)
+				json_array_append_new(idx, json_integer(cr.first_coords[k]));
+			json_object_set_new(entry, "first_mismatch",
+					    json_pack("{s:i, s:s, s:o, s:f, s:f}", "output", i,
+						      "name", r->spec.outputs[i].name, "index", idx,
+						      "got", isfinite(cr.first_out) ? cr.first_out : 0.0,
+						      "expected",
+						      isfinite(cr.first_ref) ? cr.first_ref : 0.0));
+			if (!isfinite(cr.first_out))
+				json_object_set_new(json_object_get(entry, "first_mismatch"), "got",
+						    json_string(isnan(cr.first_out) ? "nan" : "inf"));
+		}
+	}
+	json_object_set_new(entry, "max_abs_err", json_real(max_abs));
+	json_object_set_new(entry, "max_rel_err", json_real(max_rel));
+	json_object_set_new(entry, "mismatches", json_integer((json_int_t)mismatches));
+out:
+	safetensors_close(&out);
+	safetensors_close(&ref);
+	return verdict;
+}
+
+/* Called when the worker has finished the verification trials: compares every trial. */
+static void verify_outputs(struct run *r)
+{
+	size_t k;
+	json_t *trial;
+	r->verify_ok = json_array_size(r->trials) == (size_t)r->o->protocol.trials;
+	json_array_foreach(r->trials, k, trial) {
+		char out_path[PATH_MAX], ref_path[PATH_MAX];
+		if (!json_is_true(json_object_get(trial, "ok"))) {
+			r->verify_ok = false;
+			continue;
+		}
+		pathf(out_path, sizeof out_path, "%s/out_%zu.safetensors", r->work, k);
+		pathf(ref_path, sizeof ref_path, "%s/ref_%zu.safetensors", r->priv, k);
+		int v = compare_files(r, out_path, ref_path, trial);
+		if (v != 1) {
+			json_object_set_new(trial, "ok", json_false());
+			json_object_set_new(trial, "code", json_string(v == 0 ? "verify.mismatch"
+									     : "internal"));
+			r->verify_ok = false;
+		}
+	}
+	if (!r->verify_ok && json_array_size(r->trials) > 0) {
+		json_array_foreach(r->trials, k, trial) {
+			if (json_is_true(json_object_get(trial, "ok")))
+				continue;
+			const char *code = json_string_value(json_object_get(trial, "code"));
+			const char *msg = json_string_value(json_object_get(trial, "message"));
+			set_reason(r, code ? code : "verify.mismatch", "trial %zu: %s", k + 1,
+				   msg ? msg : "failed");
+			break;
+		}
+	}
+}
+
+static void handle_event(struct run *r, json_t *ev, struct ca_child *child, bool *done)
+{
+	const char *name = json_string_value(json_object_get(ev, "event"));
+	if (!name)
+		return;
+	if (strcmp(name, "device") == 0) {
+		json_decref(r->device_event);
+		r->device_event = json_incref(ev);
+	} else if (strcmp(name, "verify") == 0) {
+		json_t *t = json_deep_copy(ev);
+		json_object_del(t, "event");
+		json_array_append_new(r->trials, t);
+	} else if (strcmp(name, "verified") == 0) {
+		verify_outputs(r);
+		bool go_on = r->verify_ok && (r->timing_wanted || r->profile_wanted);
+		(void)ca_child_write(child, go_on ? "continue\n" : "stop\n", go_on ? 9 : 5, NULL);
+		if (go_on)
+			ca_log_info("verified %d/%d trials; timing", r->o->protocol.trials,
+				    r->o->protocol.trials);
+	} else if (strcmp(name, "timing") == 0) {
+		json_decref(r->timing_event);
+		r->timing_event = json_incref(ev);
+	} else if (strcmp(name, "profile") == 0) {
+		json_decref(r->profile_event);
+		r->profile_event = json_incref(ev);
+	} else if (strcmp(name, "error") == 0) {
+		const char *code = json_string_value(json_object_get(ev, "code"));
+		const char *msg = json_string_value(json_object_get(ev, "message"));
+		set_reason(r, code ? code : "worker.error", "%s", msg ? msg : "the worker failed");
+	} else if (strcmp(name, "done") == 0) {
+		*done = true;
+	}
+}
+
+static int find_worker(const struct run *r, char *out, size_t size)
+{
+	const char *env = getenv("CUDA_AGENT_WORKER");
+	char exe[PATH_MAX];
+	ssize_t n;
+	if (r->o->worker_path)
+		return ca_strlcpy(out, r->o->worker_path, size) ? CA_ERR_LIMIT : 0;
+	if (env && env[0])
+		return ca_strlcpy(out, env, size) ? CA_ERR_LIMIT : 0;
+	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return CA_ERR_IO;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return CA_ERR_IO;
+	slash[1] = '\0';
+	return pathf(out, size, "%scuda-agent-worker", exe);
+}
+
+static int step_worker(struct run *r)
+{
+	char worker[PATH_MAX], plan_path[PATH_MAX], err_path[PATH_MAX];
+	json_t *plan = make_plan(r);
+	struct ca_child child;
+	struct ca_run_result fate;
+	struct ca_diag d = {{0}};
+	bool done = false;
+	double t0 = ca_now();
+	double limit = r->o->worker_timeout_s > 0
+			       ? r->o->worker_timeout_s
+			       : 60.0 + (r->timing_wanted ? 2.0 * r->o->protocol.budget_s : 0);
+	int rc = 0;
+
+	if (find_worker(r, worker, sizeof worker) || !ca_is_file(worker)) {
+		set_reason(r, "env.no_worker",
+			   "the GPU worker %s is not built (build on a machine with nvcc: make)",
+			   worker);
+		json_decref(plan);
+		return -1;
+	}
+	pathf(plan_path, sizeof plan_path, "%s/plan.json", r->dir);
+	pathf(err_path, sizeof err_path, "%s/worker.stderr", r->dir);
+	if (json_dump_file(plan, plan_path, JSON_COMPACT) != 0) {
+		set_reason(r, "internal", "cannot write %s", plan_path);
+		json_decref(plan);
+		return -1;
+	}
+	json_decref(plan);
+	const char *argv[] = {worker, plan_path, NULL};
+	if (ca_child_spawn(&child, argv, NULL, err_path, &d)) {
+		set_reason(r, "env.no_worker", "cannot start the GPU worker: %s", d.msg);
+		return -1;
+	}
+	while (!done) {
+		char *line = NULL;
+		double left = t0 + limit - ca_now();
+		if (left <= 0) {
+			rc = CA_ERR_TIMEOUT;
+			break;
+		}
+		rc = ca_child_read_line(&child, WORKER_MAX_LINE, left, &line, &d);
+		if (rc)
+			break;
+		json_t *ev = json_loads(line, 0, NULL);
+		if (ev && json_is_object(ev))
+			handle_event(r, ev, &child, &done);
+		else
+			ca_log_debug("worker said: %.200s", line);
+		json_decref(ev);
+		free(line);
+	}
+	ca_child_finish(&child, done ? 10.0 : 0.5, &fate);
+	note_seconds(r, "worker", t0);
+	if (rc == CA_ERR_TIMEOUT) {
+		set_reason(r, "timeout",
+			   "the candidate did not finish within the %.0f s watchdog limit and was "
+			   "killed", limit);
+		return -1;
+	}
+	if (!done) {
+		char tail[1024], how[128];
+		ca_file_tail(err_path, 3, tail, sizeof tail);
+		for (char *p = tail; *p; p++)
+			if (*p == '\n')
+				*p = ' ';
+		ca_run_describe(&fate, how, sizeof how);
+		/* A fatal event already named the cause; otherwise the process died under us. */
+		set_reason(r, "fault.crash", "the worker process died (%s) while running the "
+			   "candidate%s%s", how, tail[0] ? ": " : "", tail);
+		if (json_array_size(r->trials) < (size_t)r->o->protocol.trials)
+			r->verify_ok = false;
+		return -1;
+	}
+	return 0;
+}
+
+static json_t *timing_summary(const json_t *t)
+{
+	static const char *const keys[] = {"median_ms", "event_median_ms", "host_median_ms",
+					   "overhead_ms", "rse", "samples", "warmup_calls",
+					   "budget_exhausted", "compile_seconds", "samples_ms",
+					   NULL};
+	json_t *o = json_object();
+	for (const char *const *k = keys; *k; k++) {
+		json_t *v = json_object_get(t, *k);
+		if (v)
+			json_object_set(o, *k, v);
+	}
+	return o;
+}
+
+/* Checked calls inside the timed loop and the final call: same comparison as the trials. */
+static void step_check_timing(struct run *r)
+{
+	const struct eval_protocol *p = &r->o->protocol;
+	int done = (int)json_integer_value(json_object_get(r->timing_event, "checks_done"));
+	json_t *checks = json_array();
+	bool all_ok = done == p->checks;
+
+	for (int i = 0; i <= p->checks; i++) {
+		char out_path[PATH_MAX], ref_path[PATH_MAX];
+		json_t *entry = json_object();
+		bool final = i == p->checks;
+		if (final) {
+			pathf(out_path, sizeof out_path, "%s/final_out.safetensors", r->work);
+			pathf(ref_path, sizeof ref_path, "%s/final_ref.safetensors", r->priv);
+		} else {
+			pathf(out_path, sizeof out_path, "%s/check_out_%d.safetensors", r->work, i);
+			pathf(ref_path, sizeof ref_path, "%s/check_ref_%d.safetensors", r->priv, i);
+		}
+		int v = compare_files(r, out_path, ref_path, entry);
+		json_object_set_new(entry, "call", json_string(final ? "final" : "in-loop"));
+		json_object_set_new(entry, "ok", json_boolean(v == 1));
+		if (v != 1 && all_ok) {
+			const char *msg = json_string_value(json_object_get(entry, "message"));
+			set_reason(r, final ? "hack.final_mismatch" : "hack.inconsistent_output",
+				   "a %s checked call returned wrong outputs although verification "
+				   "passed (%s): outputs must be computed on every call, never cached, "
+				   "skipped or served stale",
+				   final ? "final" : "timed-loop", msg ? msg : "unreadable outputs");
+		}
+		all_ok = all_ok && v == 1;
+		json_array_append_new(checks, entry);
+	}
+	if (done != p->checks)
+		set_reason(r, "internal", "the worker made %d of %d checked calls", done, p->checks);
+	json_object_set_new(json_object_get(r->result, "timing"), "checks",
+			    json_pack("{s:i, s:b, s:o}", "done", done + 1, "passed", all_ok,
+				      "calls", checks));
+	if (!all_ok)
+		json_object_set_new(r->result, "correct", json_false());
+}
+
+static int open_cache(struct run *r)
+{
+	struct ca_diag d = {{0}};
+	if (r->s->cache_open)
+		return 0;
+	if (baseline_cache_open(&r->s->cache, r->o->baseline_db, &d)) {
+		ca_log_warn("baseline cache unavailable (%s); baselines will be measured", d.msg);
+		return -1;
+	}
+	r->s->cache_open = true;
+	return 0;
+}
+
+static int step_baselines(struct run *r, json_t **baselines, bool *cached)
+{
+	const struct eval_protocol *p = &r->o->protocol;
+	struct baseline_key key = {r->task.hash, r->s->bridge.gpu_name, r->s->bridge.torch_version,
+				   CA_PROTOCOL_VERSION};
+	struct ca_diag d = {{0}};
+	double t0 = ca_now();
+	json_t *seeds, *req;
+	int have_cache = open_cache(r) == 0;
+
+	*cached = false;
+	*baselines = NULL;
+	if (have_cache && !r->o->refresh_baselines &&
+	    baseline_cache_get(&r->s->cache, &key, baselines, &d) == 0) {
+		*cached = true;
+		return 0;
+	}
+	ca_log_info("measuring eager and torch.compile baselines (once per task and GPU)");
+	seeds = json_array();
+	for (int i = 0; i < p->rotation_sets; i++)
+		json_array_append_new(seeds, json_integer((json_int_t)r->rotation_seeds[i]));
+	req = json_pack("{s:s, s:I, s:o, s:[s, s], s:o}", "task_dir", r->task.dir, "model_seed",
+			(json_int_t)r->timing_model_seed, "seeds", seeds, "modes", "eager",
+			"compile", "protocol", eval_protocol_timing_json(p));
+	int rc = bridge_request(r, "time", req, 1800.0, baselines);
+	json_decref(req);
+	note_seconds(r, "baselines", t0);
+	if (rc)
+		return -1;
+	if (have_cache && baseline_cache_put(&r->s->cache, &key, *baselines, &d))
+		ca_log_warn("cannot store baselines: %s", d.msg);
+	return 0;
+}
+
+static double median_of(const json_t *t)
+{
+	const json_t *v = json_object_get(t, "median_ms");
+	return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+static void step_timing_result(struct run *r)
+{
+	json_t *timing = json_object(), *baselines = NULL;
+	bool cached = false;
+
+	json_object_set_new(r->result, "timing", timing);
+	if (!json_is_true(json_object_get(r->timing_event, "ok"))) {
+		const char *code = json_string_value(json_object_get(r->timing_event, "code"));
+		const char *msg = json_string_value(json_object_get(r->timing_event, "message"));
+		set_reason(r, code ? code : "timing.failed", "while timing: %s",
+			   msg ? msg : "the timed calls failed");
+		json_object_set_new(r->result, "correct", json_false());
+		return;
+	}
+	json_object_set_new(timing, "candidate", timing_summary(r->timing_event));
+	json_object_set_new(timing, "method",
+			    json_string("per call max(CUDA events on the harness stream, host wall "
+					"time around call + device synchronize - calibrated "
+					"overhead); median over calls"));
+	json_object_set(timing, "l2_flush_bytes",
+			json_object_get(r->timing_event, "l2_flush_bytes"));
+	step_check_timing(r);
+	if (strcmp(reason_code(r), "ok") != 0)
+		return;
+	if (step_baselines(r, &baselines, &cached) != 0)
+		return;
+	json_t *eager = json_object_get(baselines, "eager");
+	json_t *compiled = json_object_get(baselines, "compile");
+	json_object_set_new(timing, "eager", timing_summary(eager));
+	json_object_set_new(timing, "compile", compiled && !json_object_get(compiled, "error")
+						       ? timing_summary(compiled)
+						       : json_pack("{s:O?}", "error",
+								   json_object_get(compiled,
+										   "error")));
+	json_object_set_new(timing, "baselines_cached", json_boolean(cached));
+	json_decref(baselines);
+}
+
+static void step_reward(struct run *r)
+{
+	json_t *timing = json_object_get(r->result, "timing");
+	struct reward_input in = {0};
+	struct reward_output out;
+	in.compiled = json_is_true(json_object_get(r->result, "compiled"));
+	in.correct = json_is_true(json_object_get(r->result, "correct"));
+	in.t_candidate_ms = median_of(json_object_get(timing, "candidate"));
+	in.t_eager_ms = median_of(json_object_get(timing, "eager"));
+	in.t_compile_ms = median_of(json_object_get(timing, "compile"));
+	reward_compute(&in, &out);
+	if (out.reward == 0) {
+		json_object_set_new(r->result, "reward", json_null());
+		json_object_set_new(r->result, "reward_continuous", json_null());
+	} else {
+		json_object_set_new(r->result, "reward", json_integer(out.reward));
+		json_object_set_new(r->result, "reward_continuous", json_real(out.continuous));
+	}
+	if (timing && in.t_candidate_ms > 0) {
+		json_object_set_new(timing, "speedup_eager",
+				    out.speedup_eager > 0 ? json_real(out.speedup_eager) : json_null());
+		json_object_set_new(timing, "speedup_compile",
+				    out.speedup_compile > 0 ? json_real(out.speedup_compile)
+							    : json_null());
+	}
+	json_object_set_new(r->result, "reward_explanation", json_string(reward_explain(&out)));
+}
+
+static void step_env(struct run *r)
+{
+	json_t *env = json_object();
+	char host[256] = "";
+	const json_t *dev = r->device_event;
+	gethostname(host, sizeof host - 1);
+	json_object_set_new(env, "host", json_string(host));
+	if (r->s->bridge_started && r->s->bridge.ready) {
+		json_object_set_new(env, "torch", json_string(r->s->bridge.torch_version));
+		json_object_set_new(env, "python", json_string(r->s->bridge.python_version));
+		json_object_set_new(env, "bridge_device", json_string(r->s->bridge.device));
+	}
+	if (dev) {
+		static const char *const keys[] = {"name", "driver", "cuda_runtime", "sm_count",
+						   "l2_bytes", "sm_clock_mhz", NULL};
+		for (const char *const *k = keys; *k; k++)
+			if (json_object_get(dev, *k))
+				json_object_set(env, strcmp(*k, "name") == 0 ? "gpu" : *k,
+						json_object_get(dev, *k));
+	}
+	if (r->timing_event) {
+		json_object_set(env, "sm_clock_mhz_before",
+				json_object_get(r->timing_event, "sm_clock_mhz_before"));
+		json_object_set(env, "sm_clock_mhz_after",
+				json_object_get(r->timing_event, "sm_clock_mhz_after"));
+	}
+	json_object_set_new(r->result, "env", env);
+}
+
+static void step_profile_result(struct run *r)
+{
+	json_t *prof = json_object();
+	const json_t *cand = json_object_get(json_object_get(r->result, "timing"), "candidate");
+	double t_ms = median_of(cand);
+	double bytes = 0;
+
+	if (r->profile_event) {
+		json_object_set(prof, "kernels", json_object_get(r->profile_event, "kernels"));
+		json_object_set(prof, "total_ns", json_object_get(r->profile_event, "total_ns"));
+	}
+	if (!r->profile_event || json_object_get(r->profile_event, "code")) {
+		const char *msg = json_string_value(json_object_get(r->profile_event, "message"));
+		json_object_set_new(prof, "error",
+				    json_string(msg ? msg : "no CUPTI profile was produced"));
+	}
+	json_object_set_new(prof, "resources",
+			    json_deep_copy(json_object_get(json_object_get(r->result, "build"),
+							   "resources")));
+	for (int i = 0; i < r->spec.num_args; i++)
+		bytes += (double)tensor_spec_nbytes(&r->spec.args[i]);
+	for (int i = 0; i < r->spec.num_params; i++)
+		bytes += (double)tensor_spec_nbytes(&r->spec.params[i]);
+	for (int i = 0; i < r->spec.num_outputs; i++)
+		bytes += (double)tensor_spec_nbytes(&r->spec.outputs[i]);
+	json_object_set_new(prof, "min_bytes", json_real(bytes));
+	if (t_ms > 0)
+		json_object_set_new(prof, "achieved_gbps", json_real(bytes / (t_ms * 1e-3) / 1e9));
+	json_object_set_new(r->result, "profile", prof);
+}
+
+static json_t *new_result(const struct eval_opts *o)
+{
+	static const char *const modes[] = {"compile", "verify", "profile", "eval"};
+	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s}, s:n, s:n, s:n, s:n, s:{s:s, s:s}}",
+			 "schema", CA_RESULT_SCHEMA, "mode", modes[o->mode], "task", "dir",
+			 o->task_dir ? o->task_dir : "", "candidate", "format", "native", "dir",
+			 o->candidate_dir ? o->candidate_dir : "", "reward", "reward_continuous",
+			 "compiled", "correct", "reason", "code", "ok", "message", "");
+}
+
+static void run_free(struct run *r)
+{
+	if (r->dir[0] && !r->o->keep_run_dir)
+		ca_remove_tree(r->dir, NULL);
+	if (r->task_loaded)
+		task_free(&r->task);
+	if (r->spec_loaded)
+		task_spec_free(&r->spec);
+	json_decref(r->spec_json);
+	json_decref(r->device_event);
+	json_decref(r->timing_event);
+	json_decref(r->profile_event);
+	json_decref(r->trials);
+}
+
+int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
+	     struct ca_diag *d)
+{
+	struct run r;
+	struct ca_diag td = {{0}};
+	int rc;
+
+	*result = NULL;
+	if (!o->task_dir || !o->candidate_dir)
+		return ca_fail(d, CA_ERR_INVALID, "a task directory and a candidate are required");
+	rc = eval_protocol_validate(&o->protocol, d);
+	if (rc)
+		return rc;
+	memset(&r, 0, sizeof r);
+	r.s = s;
+	r.o = o;
+	r.t_start = ca_now();
+	r.result = new_result(o);
+	r.seconds = json_object();
+	r.trials = json_array();
+	json_object_set(r.result, "seconds", r.seconds);
+	r.timing_wanted = o->mode == EVAL_FULL || o->mode == EVAL_PROFILE;
+	r.profile_wanted = o->mode == EVAL_PROFILE;
+	for (int k = 0; k < o->protocol.trials; k++)
+		r.trial_seeds[k] = secret_seed();
+	r.timing_model_seed = secret_seed();
+	for (int i = 0; i < o->protocol.rotation_sets; i++)
+		r.rotation_seeds[i] = secret_seed();
+	for (int i = 0; i < o->protocol.checks; i++)
+		r.check_seeds[i] = secret_seed();
+	r.final_seed = secret_seed();
+	r.plan_seed = secret_seed();
+
+	if (task_load(&r.task, o->task_dir, &td)) {
+		set_reason(&r, "task.invalid", "%s", td.msg);
+		goto out;
+	}
+	r.task_loaded = true;
+	json_object_set_new(r.result, "task",
+			    json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:f}", "id", r.task.id,
+				      "source", r.task.source, "dir", r.task.dir, "hash",
+				      r.task.hash, "precision",
+				      task_precision_name(r.task.precision), "atol", r.task.atol,
+				      "rtol", r.task.rtol));
+	/* Import torch (seconds) while nvcc compiles. */
+	if (o->mode != EVAL_COMPILE && eval_session_warm(s, &td))
+		ca_log_warn("torch bridge: %s", td.msg);
+	if (step_build(&r))
+		goto out;
+	if (o->mode == EVAL_COMPILE) {
+		json_object_set_new(r.result, "reason",
+				    json_pack("{s:s, s:s}", "code", "ok", "message",
+					      "compiled; the library passed the symbol and source "
+					      "checks"));
+		goto out;
+	}
+	if (step_bridge_ready(&r))
+		goto out;
+	if (step_describe(&r))
+		goto out;
+	if (strcmp(s->bridge.device, "cuda") != 0) {
+		set_reason(&r, "env.no_gpu",
+			   "no CUDA GPU here: the candidate compiled and passed the library checks "
+			   "and the task is valid; verification and timing need a GPU");
+		goto out;
+	}
+	if (make_run_dirs(&r) || step_reference(&r))
+		goto out;
+	ca_log_info("running %d verification trials%s", o->protocol.trials,
+		    r.timing_wanted ? ", then timing" : "");
+	step_worker(&r);
+	json_object_set(r.result, "trials", r.trials);
+	if (json_array_size(r.trials) > 0 || strcmp(reason_code(&r), "ok") != 0)
+		json_object_set_new(r.result, "correct", json_boolean(r.verify_ok &&
+								      strcmp(reason_code(&r), "ok") == 0));
+	if (r.verify_ok && r.timing_event)
+		step_timing_result(&r);
+	if (r.profile_wanted && r.verify_ok)
+		step_profile_result(&r);
+	if (strcmp(reason_code(&r), "ok") == 0) {
+		json_object_set_new(r.result, "reason",
+				    json_pack("{s:s, s:s}", "code", "ok", "message",
+					      o->mode == EVAL_VERIFY
+						      ? "correct on every verification trial"
+						      : "correct; timed against eager and "
+							"torch.compile"));
+	}
+out:
+	if (strcmp(reason_code(&r), "ok") != 0 &&
+	    (strncmp(reason_code(&r), "build.", 6) == 0 ||
+	     json_is_false(json_object_get(r.result, "correct"))))
+		json_object_set_new(r.result, "correct",
+				    json_is_true(json_object_get(r.result, "compiled"))
+					    ? json_false()
+					    : json_null());
+	if (o->mode != EVAL_COMPILE)
+		step_reward(&r);
+	step_env(&r);
+	json_object_set_new(r.result, "isolation",
+			    json_pack("{s:b, s:b, s:b, s:b, s:s}", "separate_process", 1,
+				      "reference_outputs_hidden", 1, "namespaces", 0, "seccomp", 0,
+				      "note", "the candidate runs in its own worker process and never "
+				      "receives reference outputs; namespace and seccomp sandboxing "
+				      "are not active in this build"));
+	json_object_set_new(r.seconds, "total", json_real(ca_now() - r.t_start));
+	if (r.dir[0] && o->keep_run_dir)
+		json_object_set_new(r.result, "run_dir", json_string(r.dir));
+	json_object_set_new(r.result, "summary", json_string(""));
+	{
+		char *text = eval_summary_text(r.result);
+		if (text)
+			json_object_set_new(r.result, "summary", json_string(text));
+		free(text);
+	}
+	*result = r.result;
+	json_decref(r.seconds);
+	run_free(&r);
+	return 0;
+}
+
+int eval_exit_code(const json_t *result)
+{
+	const char *code = json_string_value(json_object_get(json_object_get(result, "reason"),
+							     "code"));
+	if (!code || strcmp(code, "ok") == 0)
+		return 0;
+	if (strncmp(code, "task.", 5) == 0)
+		return 3;
+	if (strncmp(code, "env.", 4) == 0 || strcmp(code, "internal") == 0 ||
+	    strcmp(code, "build.internal") == 0)
+		return 4;
+	return 1;
+}

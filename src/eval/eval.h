@@ -1,0 +1,67 @@
+/* eval: the supervisor. Evaluates one candidate against one task and produces the result JSON
+ * (docs/result.md): build -> describe -> reference data (secret seeds) -> GPU worker (verify,
+ * timing, profile) -> comparison -> baselines (cached) -> reward.
+ *
+ * An eval_session holds what is worth keeping warm across evaluations: the torch bridge (a
+ * Python process that takes seconds to start) and the baseline cache. Reference outputs are
+ * written into a private directory of the run that the worker is never told about; the worker
+ * sees inputs and parameters only.
+ *
+ * eval_run() returns 0 whenever it produced a result, whatever the verdict (the verdict is in
+ * the result's "reason"), and a negative code only when it could not evaluate at all (bad
+ * options, cannot write the run directory). */
+#ifndef CA_EVAL_EVAL_H
+#define CA_EVAL_EVAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "bridge/bridge.h"
+#include "eval/protocol.h"
+#include "store/baseline_cache.h"
+#include "util/diag.h"
+
+#define CA_RESULT_SCHEMA "cuda-agent.result/1"
+
+enum eval_mode { EVAL_COMPILE, EVAL_VERIFY, EVAL_PROFILE, EVAL_FULL };
+
+struct eval_opts {
+	enum eval_mode mode;
+	const char *task_dir;
+	const char *candidate_dir;  /* holds kernels/ */
+	struct eval_protocol protocol;
+	const char *arch;           /* NULL: detected */
+	bool no_build_cache;
+	bool refresh_baselines;     /* re-measure eager/compile even if cached */
+	bool keep_run_dir;          /* keep reference data and worker files for inspection */
+	double worker_timeout_s;    /* watchdog for one worker process (0: 60 s + timing budget) */
+	const char *worker_path;    /* NULL: $CUDA_AGENT_WORKER, else next to this executable */
+	const char *baseline_db;    /* NULL: <cache>/baselines.sqlite */
+	int profile_calls;          /* 0: 5 */
+};
+
+struct eval_session {
+	struct bridge bridge;
+	struct bridge_opts bridge_opts;
+	bool bridge_started;
+	struct baseline_cache cache;
+	bool cache_open;
+	char python[256];
+	char device[16];
+};
+
+void eval_opts_defaults(struct eval_opts *o);
+/* Copies bridge options (strings are copied); starts nothing. */
+void eval_session_init(struct eval_session *s, const char *python, const char *device);
+/* Starts the bridge now, in the background (eval_run does it on demand otherwise). */
+int eval_session_warm(struct eval_session *s, struct ca_diag *d);
+void eval_session_close(struct eval_session *s);
+
+int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
+	     struct ca_diag *d);
+
+/* Process exit code for a result (documented in docs/cli.md):
+ * 0 ok, 1 candidate failed, 3 task broken, 4 environment (no GPU, bridge, worker missing). */
+int eval_exit_code(const json_t *result);
+
+#endif

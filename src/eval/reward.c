@@ -1,0 +1,47 @@
+#include "eval/reward.h"
+
+#include <string.h>
+
+static bool faster(double t, double t0)
+{
+	return t > 0 && t0 > 0 && (t0 - t) / t0 > CA_REWARD_MARGIN;
+}
+
+void reward_compute(const struct reward_input *in, struct reward_output *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!in->compiled || !in->correct) {
+		out->reward = -1;
+		return;
+	}
+	if (in->t_candidate_ms > 0) {
+		if (in->t_eager_ms > 0)
+			out->speedup_eager = in->t_eager_ms / in->t_candidate_ms;
+		if (in->t_compile_ms > 0)
+			out->speedup_compile = in->t_compile_ms / in->t_candidate_ms;
+	}
+	out->continuous = out->speedup_compile;
+	if (in->t_candidate_ms <= 0 || in->t_eager_ms <= 0 || in->t_compile_ms <= 0) {
+		out->reward = 0; /* correct but untimed: no speed reward can be given */
+		return;
+	}
+	out->faster_than_eager = faster(in->t_candidate_ms, in->t_eager_ms);
+	out->faster_than_compile = faster(in->t_candidate_ms, in->t_compile_ms);
+	if (out->faster_than_eager && out->faster_than_compile)
+		out->reward = 3;
+	else if (out->faster_than_eager)
+		out->reward = 2;
+	else
+		out->reward = 1;
+}
+
+const char *reward_explain(const struct reward_output *out)
+{
+	switch (out->reward) {
+	case -1: return "the candidate did not compile or is not correct";
+	case 3: return "correct and more than 5% faster than both eager PyTorch and torch.compile";
+	case 2: return "correct and more than 5% faster than eager PyTorch, not than torch.compile";
+	case 1: return "correct but not more than 5% faster than eager PyTorch";
+	default: return "correct; not timed, so no speed reward";
+	}
+}

@@ -1,0 +1,35 @@
+#include "util/str.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+bool ca_strlcpy(char *dst, const char *src, size_t size)
+{
+	size_t len = strlen(src);
+	if (size == 0)
+		return len > 0;
+	if (len >= size) {
+		memcpy(dst, src, size - 1);
+		dst[size - 1] = '\0';
+		return true;
+	}
+	memcpy(dst, src, len + 1);
+	return false;
+}
+
+void ca_appendf(char *buf, size_t size, size_t *off, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+	if (*off >= size)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *off, size - *off, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	*off += (size_t)n;
+	if (*off >= size)
+		*off = size - 1;
+}

@@ -1,0 +1,261 @@
+#include "worker/profile.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cupti.h>
+
+#include "worker/events.h"
+#include "worker/kernels.h"
+#include "worker/timing.h"
+
+/* From the C++ runtime (libstdc++, linked into the worker): demangles a C++ symbol. */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+#define OTHER_KERNELS "(other kernels)"
+
+/* CUPTI delivers buffers from its own thread: the aggregate is shared under a lock. */
+static pthread_mutex_t agg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct profile_kernel *agg;
+static size_t agg_n, agg_cap;
+static uint64_t agg_total_ns;
+static int agg_oom;
+static int callbacks_registered;
+
+static struct profile_kernel *agg_new(const char *name)
+{
+	if (agg_n == agg_cap) {
+		size_t cap = agg_cap ? 2 * agg_cap : 16;
+		struct profile_kernel *p;
+		if (cap > PROFILE_MAX_KERNELS + 1)
+			cap = PROFILE_MAX_KERNELS + 1; /* + the lump of the rest */
+		if (cap <= agg_n)
+			return NULL;
+		p = realloc(agg, cap * sizeof *p);
+		if (!p)
+			return NULL;
+		agg = p;
+		agg_cap = cap;
+	}
+	memset(&agg[agg_n], 0, sizeof agg[agg_n]);
+	agg[agg_n].name = strdup(name);
+	if (!agg[agg_n].name)
+		return NULL;
+	return &agg[agg_n++];
+}
+
+static struct profile_kernel *agg_find(const char *name)
+{
+	for (size_t i = 0; i < agg_n; i++)
+		if (strcmp(agg[i].name, name) == 0)
+			return &agg[i];
+	if (agg_n < PROFILE_MAX_KERNELS)
+		return agg_new(name);
+	for (size_t i = 0; i < agg_n; i++)
+		if (strcmp(agg[i].name, OTHER_KERNELS) == 0)
+			return &agg[i];
+	return agg_new(OTHER_KERNELS);
+}
+
+static void agg_add(const CUpti_ActivityKernel10 *k)
+{
+	const char *name = k->name ? k->name : "(unnamed kernel)";
+	struct profile_kernel *e;
+	uint64_t ns = k->end > k->start ? k->end - k->start : 0;
+
+	if (strncmp(name, CA_WORKER_KERNEL_PREFIX, strlen(CA_WORKER_KERNEL_PREFIX)) == 0)
+		return;
+	e = agg_find(name);
+	if (!e) {
+		agg_oom = 1;
+		return;
+	}
+	if (e->calls == 0 && strcmp(e->name, OTHER_KERNELS) != 0) {
+		e->grid[0] = k->gridX;
+		e->grid[1] = k->gridY;
+		e->grid[2] = k->gridZ;
+		e->block[0] = k->blockX;
+		e->block[1] = k->blockY;
+		e->block[2] = k->blockZ;
+		e->registers = k->registersPerThread;
+		e->static_smem = k->staticSharedMemory;
+		e->dynamic_smem = k->dynamicSharedMemory;
+	}
+	e->calls++;
+	e->total_ns += ns;
+	agg_total_ns += ns;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	*buffer = aligned_alloc(8, PROFILE_BUFFER_BYTES);
+	*size = *buffer ? PROFILE_BUFFER_BYTES : 0;
+	*max_records = 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
+				      size_t size, size_t valid)
+{
+	CUpti_Activity *rec = NULL;
+	(void)ctx;
+	(void)stream_id;
+	(void)size;
+	pthread_mutex_lock(&agg_lock);
+	while (buffer && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+		if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+		    rec->kind == CUPTI_ACTIVITY_KIND_KERNEL)
+			agg_add((const CUpti_ActivityKernel10 *)(const void *)rec);
+	}
+	pthread_mutex_unlock(&agg_lock);
+	free(buffer);
+}
+
+static int cupti_fail(struct worker_error *e, CUptiResult res, const char *what)
+{
+	const char *s = NULL;
+	if (cuptiGetResultString(res, &s) != CUPTI_SUCCESS || !s)
+		s = "unknown CUPTI error";
+	return werr(e, "profile.cupti_error", false, CA_ERR_UNSUPPORTED,
+		    "CUPTI %s failed (%d: %s); no kernel profile", what, (int)res, s);
+}
+
+static void agg_reset(void)
+{
+	pthread_mutex_lock(&agg_lock);
+	for (size_t i = 0; i < agg_n; i++)
+		free(agg[i].name);
+	free(agg);
+	agg = NULL;
+	agg_n = agg_cap = 0;
+	agg_total_ns = 0;
+	agg_oom = 0;
+	pthread_mutex_unlock(&agg_lock);
+}
+
+static int cmp_total(const void *a, const void *b)
+{
+	const struct profile_kernel *x = a, *y = b;
+	if (x->total_ns != y->total_ns)
+		return x->total_ns < y->total_ns ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+int profile_run(struct gpu_ctx *g, struct candidate *c, const struct plan_profile *plan,
+		struct tensor_set *params, struct tensor_set *args, struct tensor_set *outputs,
+		struct profile_result *r, struct worker_error *e)
+{
+	CUptiResult res;
+	bool enabled = false;
+	char what[64];
+	size_t dropped = 0;
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	agg_reset();
+	if ((rc = tensor_set_load_file(params, plan->params, e)) ||
+	    (rc = candidate_setup(c, g, params, "profile params", e)) ||
+	    (rc = tensor_set_load_file(args, plan->inputs, e)))
+		return rc;
+
+	/* One warm-up call outside the trace (module loading, lazy initialization). */
+	if ((rc = timing_prepare_common(g, args, params, outputs, 0, "profile warm-up call", e)) ||
+	    (rc = timing_plain_call(g, c, args, params, outputs, "profile warm-up call", e)))
+		return rc;
+
+	if (!callbacks_registered) {
+		res = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+		if (res != CUPTI_SUCCESS)
+			return cupti_fail(e, res, "cuptiActivityRegisterCallbacks");
+		callbacks_registered = 1;
+	}
+	res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+	if (res != CUPTI_SUCCESS)
+		return cupti_fail(e, res, "cuptiActivityEnable(CONCURRENT_KERNEL)");
+	enabled = true;
+
+	for (int i = 0; i < plan->calls; i++) {
+		snprintf(what, sizeof what, "profile call %d", i + 1);
+		if ((rc = timing_prepare_common(g, args, params, outputs, i + 1, what, e)) ||
+		    (rc = timing_plain_call(g, c, args, params, outputs, what, e)))
+			goto out;
+		r->forward_calls++;
+	}
+
+	res = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	if (res != CUPTI_SUCCESS) {
+		rc = cupti_fail(e, res, "cuptiActivityFlushAll");
+		goto out;
+	}
+	res = cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+	enabled = false;
+	if (res != CUPTI_SUCCESS) {
+		rc = cupti_fail(e, res, "cuptiActivityDisable");
+		goto out;
+	}
+	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
+		r->dropped_records = dropped;
+
+	pthread_mutex_lock(&agg_lock);
+	if (agg_oom) {
+		pthread_mutex_unlock(&agg_lock);
+		rc = werr(e, "profile.cupti_error", false, CA_ERR_NOMEM,
+			  "out of host memory aggregating kernel records");
+		goto out;
+	}
+	r->kernels = agg;
+	r->n = agg_n;
+	r->total_ns = agg_total_ns;
+	agg = NULL;
+	agg_n = agg_cap = 0;
+	agg_total_ns = 0;
+	pthread_mutex_unlock(&agg_lock);
+	if (r->n > 1)
+		qsort(r->kernels, r->n, sizeof *r->kernels, cmp_total);
+out:
+	if (enabled) {
+		cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+		/* Only after a candidate failure: the context may be broken; do not flush. */
+	}
+	if (rc)
+		agg_reset();
+	return rc;
+}
+
+static json_t *triple(const int v[3])
+{
+	return json_pack("[i, i, i]", v[0], v[1], v[2]);
+}
+
+json_t *profile_result_json(const struct profile_result *r)
+{
+	json_t *kernels = json_array();
+	for (size_t i = 0; i < r->n; i++) {
+		const struct profile_kernel *k = &r->kernels[i];
+		int status = -1;
+		char *dm = __cxa_demangle(k->name, NULL, NULL, &status);
+		const char *shown = status == 0 && dm ? dm : k->name;
+		json_array_append_new(
+			kernels,
+			json_pack("{s:o, s:I, s:I, s:I, s:o, s:o, s:i, s:i, s:i}", "name",
+				  json_str(shown, PROFILE_NAME_MAX_JSON), "calls",
+				  (json_int_t)k->calls, "total_ns", (json_int_t)k->total_ns,
+				  "avg_ns", (json_int_t)(k->calls ? k->total_ns / k->calls : 0),
+				  "grid", triple(k->grid), "block", triple(k->block), "registers",
+				  k->registers, "static_smem", k->static_smem, "dynamic_smem",
+				  k->dynamic_smem));
+		free(dm);
+	}
+	return json_pack("{s:o, s:I, s:i, s:I}", "kernels", kernels, "total_ns",
+			 (json_int_t)r->total_ns, "forward_calls", r->forward_calls,
+			 "dropped_records", (json_int_t)r->dropped_records);
+}
+
+void profile_result_free(struct profile_result *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		free(r->kernels[i].name);
+	free(r->kernels);
+	memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,531 @@
+/* Unit tests for src/build/build: real nvcc builds of the small candidates in tests/data/build/
+ * into a temporary cache (no GPU needed). nvcc comes from $CA_TEST_NVCC, else $NVCC, PATH or
+ * /usr/local/cuda; the tests that need it are skipped, saying so, only when there is none. The
+ * include dir (dlpack/dlpack.h, cuda_agent/abi.h) is $CA_BUILD/include, else build/include. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build/build.h"
+#include "build/elfsyms.h"
+#include "util/clock.h"
+#include "util/diag.h"
+#include "util/fs.h"
+
+static char data_dir[PATH_MAX]; /* tests/data/build, from the repository root or $CA_BUILD/.. */
+static char tmpdir[PATH_MAX];
+static char cache[PATH_MAX + 16];
+static char include_dir[PATH_MAX];
+static char nvcc[PATH_MAX];
+static bool have_nvcc;
+
+static bool executable(const char *path)
+{
+	return access(path, X_OK) == 0 && ca_is_file(path);
+}
+
+static void find_nvcc(void)
+{
+	const char *env = getenv("CA_TEST_NVCC");
+	const char *path = getenv("PATH");
+
+	if (!env || !env[0])
+		env = getenv("NVCC");
+	if (env && env[0]) {
+		snprintf(nvcc, sizeof nvcc, "%s", env);
+		have_nvcc = executable(nvcc);
+		return;
+	}
+	while (path && *path) {
+		size_t n = strcspn(path, ":");
+		if (snprintf(nvcc, sizeof nvcc, "%.*s/nvcc", (int)n, path) < (int)sizeof nvcc &&
+		    executable(nvcc)) {
+			have_nvcc = true;
+			return;
+		}
+		path += n + (path[n] == ':');
+	}
+	snprintf(nvcc, sizeof nvcc, "/usr/local/cuda/bin/nvcc");
+	have_nvcc = executable(nvcc);
+}
+
+static int setup(void **state)
+{
+	const char *b = getenv("CA_BUILD");
+	char abi[PATH_MAX + 32];
+	(void)state;
+
+	find_nvcc();
+	if (!have_nvcc)
+		fprintf(stderr, "test_build: nvcc not found (set CA_TEST_NVCC): nvcc builds are "
+				"skipped\n");
+	snprintf(include_dir, sizeof include_dir, "%s/include", b && b[0] ? b : "build");
+	snprintf(abi, sizeof abi, "%s/cuda_agent/abi.h", include_dir);
+	if (!ca_is_file(abi)) {
+		fprintf(stderr, "test_build: %s is missing (run `make headers`)\n", abi);
+		return -1;
+	}
+	snprintf(data_dir, sizeof data_dir, "tests/data/build");
+	if (!ca_is_dir(data_dir) && b && b[0])
+		snprintf(data_dir, sizeof data_dir, "%.4000s/../tests/data/build", b);
+	if (!ca_is_dir(data_dir)) {
+		fprintf(stderr, "test_build: tests/data/build not found (run from the repository "
+				"root)\n");
+		return -1;
+	}
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/ca-test-build-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return -1;
+	snprintf(cache, sizeof cache, "%s/cache", tmpdir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct ca_diag d;
+	(void)state;
+	return ca_remove_tree(tmpdir, &d) == 0 ? 0 : -1;
+}
+
+/* Copies tests/data/build/<name>/kernels to <tmpdir>/<copy>/kernels; returns that path. */
+static void copy_candidate(const char *name, const char *copy, char *out, size_t out_size)
+{
+	char src[PATH_MAX];
+	char **names;
+	size_t count;
+	struct ca_diag d;
+
+	assert_true(snprintf(src, sizeof src, "%s/%s/kernels", data_dir, name) < (int)sizeof src);
+	assert_true(snprintf(out, out_size, "%s/%s/kernels", tmpdir, copy) < (int)out_size);
+	assert_int_equal(ca_mkdirs(out, 0755, &d), 0);
+	assert_int_equal(ca_list_files(src, NULL, 64, &names, &count, &d), 0);
+	for (size_t i = 0; i < count; i++) {
+		char from[PATH_MAX], to[PATH_MAX], *text;
+		size_t len;
+		assert_int_equal(ca_path_join(from, sizeof from, src, names[i]), 0);
+		assert_int_equal(ca_path_join(to, sizeof to, out, names[i]), 0);
+		assert_int_equal(ca_read_file(from, 1u << 20, &text, &len, &d), 0);
+		assert_int_equal(ca_write_file_atomic(to, text, len, &d), 0);
+		free(text);
+	}
+	ca_free_names(names, count);
+}
+
+static void append_to(const char *dir, const char *name, const char *more)
+{
+	char path[PATH_MAX], *text, *joined;
+	size_t len;
+	struct ca_diag d;
+
+	assert_int_equal(ca_path_join(path, sizeof path, dir, name), 0);
+	assert_int_equal(ca_read_file(path, 1u << 20, &text, &len, &d), 0);
+	joined = malloc(len + strlen(more) + 1);
+	assert_non_null(joined);
+	memcpy(joined, text, len);
+	memcpy(joined + len, more, strlen(more) + 1);
+	assert_int_equal(ca_write_file_atomic(path, joined, strlen(joined), &d), 0);
+	free(text);
+	free(joined);
+}
+
+static struct build_opts opts_for(const char *kdir)
+{
+	return (struct build_opts){.kernels_dir = kdir, .cache_dir = cache, .nvcc = nvcc,
+				   .include_dir = include_dir, .arch = "sm_90"};
+}
+
+static void run_build(const struct build_opts *o, struct build_result *r)
+{
+	struct ca_diag d = {{0}};
+	int rc = build_candidate(o, r, &d);
+	if (rc != 0)
+		fail_msg("build_candidate failed (%d): %s", rc, d.msg);
+}
+
+static void expect_status(const struct build_result *r, enum build_status want)
+{
+	if (r->status != want)
+		fail_msg("status %s, expected %s; errors:\n%s", build_status_code(r->status),
+			 build_status_code(want), r->errors);
+}
+
+/* ---- tests ----------------------------------------------------------------------------------- */
+
+static void test_status_codes(void **state)
+{
+	(void)state;
+	assert_string_equal(build_status_code(BUILD_OK), "ok");
+	assert_string_equal(build_status_code(BUILD_COMPILE_ERROR), "build.error");
+	assert_string_equal(build_status_code(BUILD_RULE_VIOLATION), "build.forbidden_source");
+	assert_string_equal(build_status_code(BUILD_SYMBOL_VIOLATION), "build.forbidden_symbol");
+	assert_string_equal(build_status_code(BUILD_NO_SOURCES), "build.no_sources");
+	assert_string_equal(build_status_code(BUILD_TIMEOUT), "build.timeout");
+}
+
+static void test_bad_arguments(void **state)
+{
+	(void)state;
+	char kdir[PATH_MAX];
+	struct build_result r;
+	struct ca_diag d;
+	struct build_opts o;
+
+	if (!have_nvcc)
+		skip();
+	copy_candidate("axpy", "args", kdir, sizeof kdir);
+	assert_int_equal(build_candidate(NULL, &r, &d), CA_ERR_INVALID);
+	o = opts_for(NULL);
+	assert_int_equal(build_candidate(&o, &r, &d), CA_ERR_INVALID);
+	o = opts_for(kdir);
+	o.arch = "sm_90; rm -rf /";
+	assert_int_equal(build_candidate(&o, &r, &d), CA_ERR_INVALID);
+	assert_non_null(strstr(d.msg, "architecture"));
+	o = opts_for(kdir);
+	o.nvcc = "/nonexistent/bin/nvcc";
+	assert_int_equal(build_candidate(&o, &r, &d), CA_ERR_NOTFOUND);
+	assert_non_null(strstr(d.msg, "nvcc"));
+}
+
+static void test_no_sources(void **state)
+{
+	(void)state;
+	char kdir[PATH_MAX + 32];
+	struct build_result r;
+	struct build_opts o;
+
+	if (!have_nvcc)
+		skip();
+	copy_candidate("empty", "empty", kdir, sizeof kdir);
+	o = opts_for(kdir);
+	run_build(&o, &r);
+	expect_status(&r, BUILD_NO_SOURCES);
+	assert_non_null(strstr(r.errors, "kernels/ holds no .cu, .cpp or .c files"));
+	assert_string_equal(r.library, "");
+	assert_int_equal(r.objects_compiled, 0);
+
+	snprintf(kdir, sizeof kdir, "%s/missing/kernels", tmpdir);
+	o = opts_for(kdir);
+	run_build(&o, &r);
+	expect_status(&r, BUILD_NO_SOURCES);
+	assert_non_null(strstr(r.errors, "does not exist"));
+}
+
+static void test_torch_include_rejected(void **state)
+{
+	(void)state;
+	char kdir[PATH_MAX];
+	struct build_result r;
+	struct build_opts o;
+
+	if (!have_nvcc)
+		skip();
+	copy_candidate("torch_include", "torch", kdir, sizeof kdir);
+	o = opts_for(kdir);
+	run_build(&o, &r);
+	expect_status(&r, BUILD_RULE_VIOLATION);
+	assert_non_null(strstr(r.errors, "kernels/ext.cu:2: #include <torch/extension.h>: PyTorch "
+					 "headers are not allowed"));
+	assert_int_equal(r.objects_compiled, 0);
+	assert_string_equal(r.library, "");
+	assert_string_equal(build_status_code(r.status), "build.forbidden_source");
+}
+
+static void test_limits(void **state)
+{
+	(void)state;
+	char kdir[PATH_MAX + 32], path[PATH_MAX + 64];
+	struct build_result r;
+	struct build_opts o;
+	struct ca_diag d;
+
+	if (!have_nvcc)
+		skip();
+	snprintf(kdir, sizeof kdir, "%s/many/kernels", tmpdir);
+	assert_int_equal(ca_mkdirs(kdir, 0755, &d), 0);
+	for (int i = 0; i <= CA_BUILD_MAX_SOURCES; i++) {
+		snprintf(path, sizeof path, "%s/u%02d.c", kdir, i);
+		assert_int_equal(ca_write_file_atomic(path, "int x;\n", 7, &d), 0);
+	}
+	o = opts_for(kdir);
+	run_build(&o, &r);
+	expect_status(&r, BUILD_RULE_VIOLATION);
+	assert_non_null(strstr(r.errors, "65 source files, over the limit of 64"));
+	assert_int_equal(r.objects_compiled, 0);
+
+	snprintf(kdir, sizeof kdir, "%s/huge/kernels", tmpdir);
+	assert_int_equal(ca_mkdirs(kdir, 0755, &d), 0);
+	snprintf(path, sizeof path, "%s/main.cu", kdir);
+	assert_int_equal(ca_write_file_atomic(path, "#include \"table.h\"\n", 20, &d), 0);
+	size_t big = CA_BUILD_MAX_SOURCE_BYTES + 1;
+	char *blob = malloc(big);
+	assert_non_null(blob);
+	memset(blob, ' ', big);
+	snprintf(path, sizeof path, "%s/table.h", kdir);
+	assert_int_equal(ca_write_file_atomic(path, blob, big, &d), 0);
+	free(blob);
+	o = opts_for(kdir);
+	run_build(&o, &r);
+	expect_status(&r, BUILD_RULE_VIOLATION);
+	assert_non_null(strstr(r.errors, "kernels/table.h: larger than the limit"));
+}
+
+static bool exports(const char *lib, const char *sym)
+{
+	struct elf_dynamic e;
+	struct ca_diag d;
+	bool found;
+	assert_int_equal(elf_dynamic_read_file(lib, &e, &d), 0);
+	found = elf_dynamic_find_defined(&e, sym) != NULL;
+	elf_dynamic_free(&e);
+	return found;
+}
+
+static void test_build_cache_and_rebuilds(void **state)
+{
+	(void)state;
+	char kdir[PATH_MAX], first_lib[PATH_MAX], prefix[PATH_MAX + 32];
+	struct build_result r;
+	struct build_opts o;
+
+	if (!have_nvcc)
+		skip();
+	copy_candidate("axpy", "axpy", kdir, sizeof kdir);
+	o = opts_for(kdir);
+	o.arch = NULL; /* from $CUDA_AGENT_ARCH, nvidia-smi, or sm_90 */
+	run_build(&o, &r);
+	expect_status(&r, BUILD_OK);
+	assert_false(r.cached);
+	assert_int_equal(r.objects_compiled, 2);
+	assert_int_equal(r.objects_cached, 0);
+	assert_int_equal(strncmp(r.arch, "sm_", 3), 0);
+	assert_int_equal(strlen(r.hash), 32);
+	assert_string_equal(r.errors, "");
+	snprintf(prefix, sizeof prefix, "%s/lib/", cache);
+	assert_int_equal(strncmp(r.library, prefix, strlen(prefix)), 0);
+	assert_true(ca_is_file(r.library));
+	assert_true(exports(r.library, "ca_forward"));
+	assert_false(exports(r.library, "ca_setup"));
+	/* ptxas info for the kernel (mangled name) */
+	assert_non_null(strstr(r.ptxas_info, "axpy_kernel"));
+	assert_non_null(strstr(r.ptxas_info, " registers, "));
+	assert_non_null(strstr(r.ptxas_info, " bytes smem, "));
+	assert_non_null(strstr(r.ptxas_info, " bytes spill"));
+	snprintf(first_lib, sizeof first_lib, "%s", r.library);
+
+	/* the library loads without a GPU (libcudart found through the rpath) */
+	void *h = dlopen(r.library, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		fail_msg("dlopen: %s", dlerror());
+	assert_non_null(dlsym(h, "ca_forward"));
+	dlclose(h);
+
+	/* a second build is a full cache hit: no nvcc, well under 50 ms */
+	struct build_result r2;
+	double t0 = ca_now();
+	run_build(&o, &r2);
+	double took = ca_now() - t0;
+	expect_status(&r2, BUILD_OK);
+	assert_true(r2.cached);
+	assert_int_equal(r2.objects_compiled, 0);
+	assert_int_equal(r2.objects_cached, 2);
+	assert_string_equal(r2.library, first_lib);
+	assert_string_equal(r2.hash, r.hash);
+	assert_string_equal(r2.ptxas_info, r.ptxas_info);
+	if (took >= 0.05)
+		fail_msg("cache hit took %.1f ms", took * 1e3);
+
+	/* changing one unit recompiles that unit only */
+	append_to(kdir, "host.cpp", "// changed\n");
+	run_build(&o, &r);
+	expect_status(&r, BUILD_OK);
+	assert_false(r.cached);
+	assert_int_equal(r.objects_compiled, 1);
+	assert_int_equal(r.objects_cached, 1);
+	assert_string_not_equal(r.library, first_lib);
+	assert_string_not_equal(r.hash, r2.hash);
+	assert_non_null(strstr(r.ptxas_info, "axpy_kernel")); /* from the cached object */
+
+	/* changing a header recompiles every unit */
+	append_to(kdir, "axpy.h", "// changed too\n");
+	run_build(&o, &r);
+	expect_status(&r, BUILD_OK);
+	assert_int_equal(r.objects_compiled, 2);
+	assert_int_equal(r.objects_cached, 0);
+
+	/* a file that is neither a unit nor a header still counts (it may be #included) */
+	char before[33];
+	snprintf(before, sizeof before, "%s", r.hash);
+	char notes[PATH_MAX];
+	struct ca_diag d;
+	assert_int_equal(ca_path_join(notes, sizeof notes, kdir, "table.inc"), 0);
+	assert_int_equal(ca_write_file_atomic(notes, "1, 2, 3\n", 8, &d), 0);
+	struct build_opts o2 = o;
+	o2.timeout_s = 0.001; /* if anything recompiled, it would time out */
+	run_build(&o2, &r);
+	assert_string_not_equal(r.hash, before);
+	expect_status(&r, BUILD_TIMEOUT);
+	assert_non_null(strstr(r.errors, "took longer than"));
+	assert_non_null(strstr(r.errors, "kernels/"));
+	assert_string_equal(r.library, "");
+}
+
+static void test_compile_error(void **state)
+{
+	(void)state;
+	char kdir[PATH_MAX];
+	struct build_result r;
+	struct build_opts o;
+
+	if (!have_nvcc)
+		skip();
+	copy_candidate("bad_syntax", "bad", kdir, sizeof kdir);
+	o = opts_for(kdir);
+	run_build(&o, &r);
+	expect_status(&r, BUILD_COMPILE_ERROR);
+	assert_string_equal(build_status_code(r.status), "build.error");
+	if (!strstr(r.errors, "kernels/bad.cu:7: error"))
+		fail_msg("errors lack kernels/bad.cu:7: error:\n%s", r.errors);
+	assert_null(strstr(r.errors, tmpdir)); /* paths are relative to the candidate */
+	assert_null(strstr(r.errors, "errors detected"));
+	assert_string_equal(r.library, "");
+	assert_int_equal(r.objects_compiled, 1);
+
+	/* a failed compile is not cached: the same error again */
+	struct build_result r2;
+	run_build(&o, &r2);
+	expect_status(&r2, BUILD_COMPILE_ERROR);
+	assert_string_equal(r2.errors, r.errors);
+}
+
+static void test_forbidden_symbols(void **state)
+{
+	(void)state;
+	char kdir[PATH_MAX];
+	struct build_result r;
+	struct build_opts o;
+
+	if (!have_nvcc)
+		skip();
+	copy_candidate("forbidden", "forbidden", kdir, sizeof kdir);
+	o = opts_for(kdir);
+	run_build(&o, &r);
+	expect_status(&r, BUILD_SYMBOL_VIOLATION);
+	assert_string_equal(build_status_code(r.status), "build.forbidden_symbol");
+	assert_non_null(strstr(r.errors, "cuLaunchKernel: the CUDA driver API is not allowed (use "
+					 "the runtime API)"));
+	assert_non_null(strstr(r.errors, "dlopen: dynamic loading is not allowed"));
+	assert_non_null(strstr(r.errors, "pthread_create: threads are not allowed"));
+	assert_string_equal(r.library, "");
+
+	/* from the cache the verdict is the same */
+	run_build(&o, &r);
+	assert_true(r.cached);
+	expect_status(&r, BUILD_SYMBOL_VIOLATION);
+	assert_non_null(strstr(r.errors, "cuLaunchKernel"));
+}
+
+static void test_missing_forward(void **state)
+{
+	(void)state;
+	char kdir[PATH_MAX];
+	struct build_result r;
+	struct build_opts o;
+
+	if (!have_nvcc)
+		skip();
+	copy_candidate("no_forward", "nofwd", kdir, sizeof kdir);
+	o = opts_for(kdir);
+	run_build(&o, &r);
+	expect_status(&r, BUILD_COMPILE_ERROR);
+	assert_non_null(strstr(r.errors, "does not export ca_forward"));
+	assert_string_equal(r.library, "");
+}
+
+struct concurrent {
+	struct build_opts opts;
+	struct build_result result;
+	int rc;
+	struct ca_diag d;
+};
+
+static void *build_thread(void *arg)
+{
+	struct concurrent *c = arg;
+	c->rc = build_candidate(&c->opts, &c->result, &c->d);
+	return NULL;
+}
+
+/* Two builds of the cuBLAS candidate at once, into the same cache. */
+static void test_gemm_concurrent(void **state)
+{
+	(void)state;
+	char kdir[PATH_MAX];
+	struct concurrent c[2];
+	pthread_t t[2];
+
+	if (!have_nvcc)
+		skip();
+	copy_candidate("gemm", "gemm", kdir, sizeof kdir);
+	for (int i = 0; i < 2; i++) {
+		memset(&c[i], 0, sizeof c[i]);
+		c[i].opts = opts_for(kdir);
+		assert_int_equal(pthread_create(&t[i], NULL, build_thread, &c[i]), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		if (c[i].rc != 0)
+			fail_msg("build %d failed: %s", i, c[i].d.msg);
+		expect_status(&c[i].result, BUILD_OK);
+	}
+	assert_string_equal(c[0].result.library, c[1].result.library);
+	assert_true(exports(c[0].result.library, "ca_forward"));
+	assert_true(exports(c[0].result.library, "ca_setup"));
+	assert_true(exports(c[0].result.library, "ca_teardown"));
+
+	struct elf_dynamic e;
+	struct ca_diag d;
+	bool cublas = false;
+	assert_int_equal(elf_dynamic_read_file(c[0].result.library, &e, &d), 0);
+	for (size_t i = 0; i < e.num_needed; i++)
+		cublas |= strncmp(e.needed[i], "libcublas.so.", 13) == 0;
+	assert_true(cublas);
+	assert_non_null(elf_dynamic_find_undefined(&e, "cublasSgemm_v2"));
+	elf_dynamic_free(&e);
+
+	/* no temporary files left behind */
+	char objdir[PATH_MAX + 32];
+	char **names;
+	size_t count;
+	snprintf(objdir, sizeof objdir, "%s/lib", cache);
+	assert_int_equal(ca_list_files(objdir, NULL, 1000, &names, &count, &d), 0);
+	for (size_t i = 0; i < count; i++)
+		assert_null(strstr(names[i], ".tmp."));
+	ca_free_names(names, count);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_status_codes),
+		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_no_sources),
+		cmocka_unit_test(test_torch_include_rejected),
+		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_build_cache_and_rebuilds),
+		cmocka_unit_test(test_compile_error),
+		cmocka_unit_test(test_forbidden_symbols),
+		cmocka_unit_test(test_missing_forward),
+		cmocka_unit_test(test_gemm_concurrent),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
