@@ -137,7 +137,10 @@ def main() -> int:
     print(f"\n{'measure':52} {'value':>16}   target")
     for name, value, target in rows:
         print(f"{name:52} {value:>16}   {target}")
-    print(f"\nfidelity medians (ms): {', '.join(f'{m:.4f}' for m in medians)}")
+    print(f"\nfirst eval of a new task, seconds by step: {json.dumps(first[0]['seconds'])}")
+    print(f"warm small eval, seconds by step: {json.dumps(report['small_eval_warm_breakdown'])}")
+    print(f"compile cold per run (s): {report['compile_cold_s']}; CLI wall: {report['compile_cold_cli_wall_s']}")
+    print(f"fidelity medians (ms): {', '.join(f'{m:.4f}' for m in medians)}")
     if ncu_times:
         print(f"ncu median {report['ncu_median_ms']:.4f} ms over {len(ncu_times)} launches")
     shutil.rmtree(cache, ignore_errors=True)

@@ -309,11 +309,29 @@ static int step_describe(struct run *r)
 	return 0;
 }
 
+/* Run directories hold every reference and output tensor of an evaluation (gigabytes for large
+ * tasks), written once and read once: they live in memory (/dev/shm) when it exists, else under
+ * the cache. $CUDA_AGENT_RUNS overrides. */
+static int runs_base(char *out, size_t size, struct ca_diag *d)
+{
+	const char *env = getenv("CUDA_AGENT_RUNS");
+	char cache[PATH_MAX];
+	if (env && env[0])
+		return ca_strlcpy(out, env, size) ? ca_fail(d, CA_ERR_LIMIT, "path too long") : 0;
+	if (ca_is_dir("/dev/shm") && access("/dev/shm", W_OK) == 0)
+		return pathf(out, size, "/dev/shm/cuda-agent-%ld", (long)getuid())
+			       ? ca_fail(d, CA_ERR_LIMIT, "path too long")
+			       : 0;
+	if (ca_cache_dir(cache, sizeof cache, d))
+		return CA_ERR_IO;
+	return pathf(out, size, "%s/runs", cache) ? ca_fail(d, CA_ERR_LIMIT, "path too long") : 0;
+}
+
 static int make_run_dirs(struct run *r)
 {
-	char cache[PATH_MAX], base[PATH_MAX];
+	char base[PATH_MAX];
 	struct ca_diag d = {{0}};
-	if (ca_cache_dir(cache, sizeof cache, &d) || pathf(base, sizeof base, "%s/runs", cache) ||
+	if (runs_base(base, sizeof base, &d) ||
 	    ca_make_temp_dir(base, "run-", r->dir, sizeof r->dir, &d) ||
 	    pathf(r->pub, sizeof r->pub, "%s/public", r->dir) ||
 	    pathf(r->priv, sizeof r->priv, "%s/private", r->dir) ||
