@@ -20,10 +20,18 @@ def save_tensors(
     path: str, prefix: str, tensors: Sequence[torch.Tensor], metadata: dict[str, str]
 ) -> None:
     """Writes ``tensors`` as ``<prefix>.<i>`` into ``path`` atomically (temp file + rename)."""
-    # clone(): safetensors refuses tensors that share storage (views, tied weights).
-    named = {
-        f"{prefix}.{i}": t.detach().to("cpu").contiguous().clone() for i, t in enumerate(tensors)
-    }
+    # safetensors refuses tensors that share storage (views, tied weights): those are cloned;
+    # the rest are written as they are (a copy of hundreds of MB costs real time).
+    named: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for i, t in enumerate(tensors):
+        c = t.detach().to("cpu").contiguous()
+        storage = c.untyped_storage()
+        if (c.storage_offset() != 0 or storage.nbytes() != c.numel() * c.element_size()
+                or storage.data_ptr() in seen):
+            c = c.clone()
+        seen.add(c.untyped_storage().data_ptr())
+        named[f"{prefix}.{i}"] = c
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=directory)

@@ -401,9 +401,13 @@ class TaskStore:
         return Built(model, state)
 
     def inputs(self, task: Task, seed: int) -> Inputs:
-        """get_inputs() under torch.manual_seed(seed): generated on the CPU, cast, then moved."""
+        """get_inputs() under torch.manual_seed(seed), with the bridge's device as the default
+        device (tensors made by factory functions are born there: generating hundreds of MB of
+        random inputs on the CPU costs seconds per set), then cast; tensors get_inputs() puts
+        elsewhere are moved. Values depend on the seed and the device type."""
         seed_all(seed)
-        raw = call_task(task, "task.inputs_raised", "get_inputs()", task.get_inputs)
+        with torch.device(self.device):
+            raw = call_task(task, "task.inputs_raised", "get_inputs()", task.get_inputs)
         if not isinstance(raw, (list, tuple)):
             raise BridgeError(
                 "task.inputs_raised",
@@ -413,7 +417,7 @@ class TaskStore:
         result = Inputs([], [])
         for i, value in enumerate(raw):
             if isinstance(value, torch.Tensor):
-                t = value.detach().to("cpu")
+                t = value.detach().to(self.device)
                 if task.cast_dtype is not None and t.is_floating_point():
                     t = t.to(task.cast_dtype)
                 t = t.contiguous()
@@ -423,8 +427,8 @@ class TaskStore:
                         f"get_inputs()[{i}] has dtype {dtype_name(t.dtype)}; supported: "
                         f"{', '.join(sorted(dtype_name(d) for d in SUPPORTED_DTYPES))}",
                     )
-                result.files.append(t)
-                result.call.append(t.to(self.device, copy=True))
+                result.files.append(t.to("cpu"))
+                result.call.append(t if t is not value else t.clone())
                 result.scalar.append(False)
                 continue
             if isinstance(value, bool):

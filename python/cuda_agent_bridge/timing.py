@@ -5,13 +5,14 @@ input sets ``sets`` (rotated) and returns the protocol's report: ``median_ms``,
 ``event_median_ms``, ``host_median_ms``, ``overhead_ms``, ``rse``, ``samples``, ``samples_ms``,
 ``warmup_calls``, ``budget_exhausted``, ``l2_flush_bytes`` (plus ``ok`` and ``method``).
 
-Per timed call, untimed first: rotate to the next set, multiply its floating-point tensors in
-place by ``1 + perturb_scale * u`` (u uniform in [-1, 1], never 0, one draw per call from a
-``random.Random(rng_seed)``), flush L2, synchronize. Then on CUDA: CUDA events on the current
-stream plus the host clock around the call and ``torch.cuda.synchronize()``; the sample is
-max(event, host - overhead), overhead being the median host time of a tiny kernel launch plus
-synchronize, calibrated before warm-up. On the CPU: host time only, L2 "flush" by writing a
-64 MiB buffer. Differences from the worker: the model allocates fresh outputs on every call, so
+Per call (warm-up calls too), untimed first: rotate to the next set, multiply its
+floating-point tensors in place by ``1 + perturb_scale * u`` (u uniform in [-1, 1], never 0, one
+draw per call from a ``random.Random(rng_seed)``), flush L2 by reading a buffer of
+``l2_flush_factor`` times its size, synchronize. Then on CUDA: CUDA events on the current stream
+plus the host clock around the call and ``torch.cuda.synchronize()``; the sample is
+max(event - event_overhead, host - overhead), the overheads being the medians of a tiny kernel
+launch measured the same way, calibrated before warm-up. On the CPU: host time only, the
+"flush" reads a 64 MiB buffer. Differences from the worker: the model allocates fresh outputs on every call, so
 there is nothing to re-poison, and there are no checked calls (those are the worker's). Every
 caller runs with TF32 off (``tasks.disable_tf32``) and otherwise torch's default settings.
 """
@@ -129,34 +130,47 @@ class Clock:
         return int(factor * self.l2_bytes) if self.is_cuda else CPU_FLUSH_BYTES
 
     def flush(self, nbytes: int) -> None:
+        """Empties the cache of earlier data by reading a buffer of nbytes (written once).
+
+        Reading, not writing: dirty lines left by the previous call and the perturbation are
+        written back during the flush, and the cache is left holding clean lines, so the timed
+        call pays for no one else's write-back (the worker does the same for candidates).
+        """
         if nbytes <= 0:
             return
-        if self._flush_buffer is None or self._flush_buffer.numel() != nbytes:
+        nbytes -= nbytes % 8
+        if self._flush_buffer is None or self._flush_buffer.numel() != nbytes // 8:
             self._flush_buffer = None
-            self._flush_buffer = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
-        self._flush_buffer.zero_()
+            self._flush_buffer = torch.empty(nbytes // 8, dtype=torch.int64, device=self.device)
+            self._flush_buffer.fill_(0x5A5A5A5A)
+        self._flush_buffer.sum()
 
     def sync(self) -> None:
         if self.is_cuda:
             torch.cuda.synchronize(self.device)
 
-    def calibrate(self) -> float:
-        """Median host ms of a tiny launch plus synchronize (CUDA) or of an empty call (CPU)."""
+    def calibrate(self) -> tuple[float, float]:
+        """(host, event) overheads in ms: medians of a tiny launch measured like a call.
+
+        Host: launch plus synchronize (CUDA) or an empty call (CPU). Event: the time between the
+        start and end events around the tiny launch (0 on the CPU). Both are subtracted from
+        every sample, as the worker does for candidates.
+        """
         tiny = torch.zeros(1, device=self.device)
 
         def launch() -> None:
             if self.is_cuda:
                 tiny.add_(1)
 
-        samples = []
+        hosts: list[float] = []
+        events: list[float] = []
         for i in range(CALIBRATION_CALLS + 5):
             self.sync()
-            t0 = time.perf_counter()
-            launch()
-            self.sync()
+            event, host = self.measure(launch)
             if i >= 5:
-                samples.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(samples)
+                hosts.append(host)
+                events.append(event or 0.0)
+        return statistics.median(hosts), statistics.median(events)
 
     def measure(self, fn: Callable[[], object]) -> tuple[float | None, float]:
         """(event ms or None on the CPU, host ms) of one call of fn, device synchronized."""
@@ -192,8 +206,20 @@ def run_protocol(
     rng = random.Random(rng_seed)
     floats = [_perturbable(s) for s in sets]
     flush_bytes = clock.flush_bytes(protocol.l2_flush_factor)
-    overhead = clock.calibrate()
+    overhead, event_overhead = clock.calibrate()
     turn = 0
+
+    def prepare(index: int) -> None:
+        """Untimed, before every call (warm-up too): perturb floats, flush, synchronize."""
+        if protocol.perturb_scale > 0:
+            u = 0.0
+            while u == 0.0:
+                u = rng.uniform(-1.0, 1.0)
+            factor = 1.0 + protocol.perturb_scale * u
+            for t in floats[index]:
+                t.mul_(factor)
+        clock.flush(flush_bytes)
+        clock.sync()
 
     warmup_calls = 0
     start = time.perf_counter()
@@ -201,6 +227,7 @@ def run_protocol(
         warmup_calls < protocol.warmup_min_calls
         or (time.perf_counter() - start) * 1e3 < protocol.warmup_min_ms
     ):
+        prepare(turn % len(sets))
         call(sets[turn % len(sets)])
         clock.sync()
         turn += 1
@@ -215,16 +242,9 @@ def run_protocol(
     while True:
         index = turn % len(sets)
         turn += 1
-        if protocol.perturb_scale > 0:
-            u = 0.0
-            while u == 0.0:
-                u = rng.uniform(-1.0, 1.0)
-            factor = 1.0 + protocol.perturb_scale * u
-            for t in floats[index]:
-                t.mul_(factor)
-        clock.flush(flush_bytes)
-        clock.sync()
-        event, host_raw = clock.measure(partial(call, sets[index]))
+        prepare(index)
+        event_raw, host_raw = clock.measure(partial(call, sets[index]))
+        event = None if event_raw is None else max(0.0, event_raw - event_overhead)
         host = max(0.0, host_raw - overhead)
         sample = max(event if event is not None else 0.0, host)
         samples.append(sample)
@@ -247,6 +267,7 @@ def run_protocol(
         "event_median_ms": statistics.median(events) if events else None,
         "host_median_ms": statistics.median(hosts),
         "overhead_ms": overhead,
+        "event_overhead_ms": event_overhead if clock.is_cuda else None,
         "rse": rse if math.isfinite(rse) else None,
         "samples": len(samples),
         "samples_ms": samples,

@@ -19,6 +19,7 @@ int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_dia
 
 	memset(b, 0, sizeof *b);
 	b->child.pid = -1;
+	b->child.to_child = b->child.from_child = -1; /* bridge_stop after a failure closes nothing */
 	b->next_id = 1;
 	if (!python || !python[0])
 		python = "python3";

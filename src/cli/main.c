@@ -110,14 +110,14 @@ static int parse_options(struct cli *c, int argc, char **argv, const char *usage
 				fprintf(stderr, "cuda-agent: --budget takes seconds in (0, 600]\n");
 				return EXIT_USAGE;
 			}
-			c->opts.protocol.budget_s = v;
+			c->opts.protocol.timing.budget_s = v;
 			break;
 		case O_RSE:
 			if (parse_double(optarg, &v) || v <= 0 || v >= 1) {
 				fprintf(stderr, "cuda-agent: --target-rse takes a number in (0, 1)\n");
 				return EXIT_USAGE;
 			}
-			c->opts.protocol.target_rse = v;
+			c->opts.protocol.timing.target_rse = v;
 			break;
 		case O_ARCH:
 			if (strncmp(optarg, "sm_", 3) != 0 || strlen(optarg) > 8) {

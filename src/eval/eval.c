@@ -380,7 +380,7 @@ static int step_reference(struct run *r)
 			json_array_append_new(sets, set_entry(r->rotation_seeds[i],
 							      path_json(r->pub, "rot_%d.safetensors", i),
 							      NULL));
-		for (int i = 0; i < p->checks; i++)
+		for (int i = 0; i < p->timing.checks; i++)
 			json_array_append_new(
 				sets, set_entry(r->check_seeds[i],
 						path_json(r->pub, "check_%d.safetensors", i),
@@ -414,7 +414,7 @@ static json_t *make_plan(struct run *r)
 		json_t *rot = json_array(), *checks = json_array();
 		for (int i = 0; i < p->rotation_sets; i++)
 			json_array_append_new(rot, path_json(r->pub, "rot_%d.safetensors", i));
-		for (int i = 0; i < p->checks; i++)
+		for (int i = 0; i < p->timing.checks; i++)
 			json_array_append_new(
 				checks, json_pack("{s:o, s:o}", "inputs",
 						  path_json(r->pub, "check_%d.safetensors", i),
@@ -610,7 +610,7 @@ static int step_worker(struct run *r)
 	double t0 = ca_now();
 	double limit = r->o->worker_timeout_s > 0
 			       ? r->o->worker_timeout_s
-			       : 60.0 + (r->timing_wanted ? 2.0 * r->o->protocol.budget_s : 0);
+			       : 60.0 + (r->timing_wanted ? 2.0 * r->o->protocol.timing.budget_s : 0);
 	int rc = 0;
 
 	if (find_worker(r, worker, sizeof worker) || !ca_is_file(worker)) {
@@ -679,7 +679,8 @@ static int step_worker(struct run *r)
 static json_t *timing_summary(const json_t *t)
 {
 	static const char *const keys[] = {"median_ms", "event_median_ms", "host_median_ms",
-					   "overhead_ms", "rse", "samples", "warmup_calls",
+					   "overhead_ms", "event_overhead_ms", "rse", "samples",
+					   "warmup_calls", "stop_reason",
 					   "budget_exhausted", "compile_seconds", "samples_ms",
 					   NULL};
 	json_t *o = json_object();
@@ -697,12 +698,12 @@ static void step_check_timing(struct run *r)
 	const struct eval_protocol *p = &r->o->protocol;
 	int done = (int)json_integer_value(json_object_get(r->timing_event, "checks_done"));
 	json_t *checks = json_array();
-	bool all_ok = done == p->checks;
+	bool all_ok = done == p->timing.checks;
 
-	for (int i = 0; i <= p->checks; i++) {
+	for (int i = 0; i <= p->timing.checks; i++) {
 		char out_path[PATH_MAX], ref_path[PATH_MAX];
 		json_t *entry = json_object();
-		bool final = i == p->checks;
+		bool final = i == p->timing.checks;
 		if (final) {
 			pathf(out_path, sizeof out_path, "%s/final_out.safetensors", r->work);
 			pathf(ref_path, sizeof ref_path, "%s/final_ref.safetensors", r->priv);
@@ -724,8 +725,8 @@ static void step_check_timing(struct run *r)
 		all_ok = all_ok && v == 1;
 		json_array_append_new(checks, entry);
 	}
-	if (done != p->checks)
-		set_reason(r, "internal", "the worker made %d of %d checked calls", done, p->checks);
+	if (done != p->timing.checks)
+		set_reason(r, "internal", "the worker made %d of %d checked calls", done, p->timing.checks);
 	json_object_set_new(json_object_get(r->result, "timing"), "checks",
 			    json_pack("{s:i, s:b, s:o}", "done", done + 1, "passed", all_ok,
 				      "calls", checks));
@@ -965,7 +966,7 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 	r.timing_model_seed = secret_seed();
 	for (int i = 0; i < o->protocol.rotation_sets; i++)
 		r.rotation_seeds[i] = secret_seed();
-	for (int i = 0; i < o->protocol.checks; i++)
+	for (int i = 0; i < o->protocol.timing.checks; i++)
 		r.check_seeds[i] = secret_seed();
 	r.final_seed = secret_seed();
 	r.plan_seed = secret_seed();

@@ -21,10 +21,12 @@ void reward_compute(const struct reward_input *in, struct reward_output *out)
 			out->speedup_compile = in->t_compile_ms / in->t_candidate_ms;
 	}
 	out->continuous = out->speedup_compile;
-	if (in->t_candidate_ms <= 0 || in->t_eager_ms <= 0 || in->t_compile_ms <= 0) {
+	if (in->t_candidate_ms <= 0 || in->t_eager_ms <= 0) {
 		out->reward = 0; /* correct but untimed: no speed reward can be given */
 		return;
 	}
+	/* Without a torch.compile time (it failed on the task), "faster than compile" cannot be
+	 * claimed: the reward is at most 2. */
 	out->faster_than_eager = faster(in->t_candidate_ms, in->t_eager_ms);
 	out->faster_than_compile = faster(in->t_candidate_ms, in->t_compile_ms);
 	if (out->faster_than_eager && out->faster_than_compile)

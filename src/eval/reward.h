@@ -4,7 +4,9 @@
  *   r =  3  if it is more than 5% faster than both eager PyTorch and torch.compile;
  *   r =  2  if it is more than 5% faster than eager only;
  *   r =  1  otherwise.
- * "Faster" means (t0 - t) / t0 > 0.05. The continuous variant is t_compile / t (0 if incorrect). */
+ * "Faster" means (t0 - t) / t0 > 0.05. The continuous variant is t_compile / t (0 if incorrect).
+ * Without a candidate or eager time the reward is 0 ("untimed"); without a torch.compile time
+ * (compilation of the baseline failed) the reward is at most 2 and the continuous variant 0. */
 #ifndef CA_EVAL_REWARD_H
 #define CA_EVAL_REWARD_H
 

@@ -143,9 +143,16 @@ int task_load(struct task *t, const char *dir, struct ca_diag *d)
 		rc = ca_fail(d, CA_ERR_INVALID, "model.py defines no get_inputs()");
 		goto out;
 	}
+	if (!mentions(t->model_py, "def get_init_inputs")) {
+		rc = ca_fail(d, CA_ERR_INVALID, "model.py defines no get_init_inputs() (return [] "
+			     "when Model takes no arguments)");
+		goto out;
+	}
 
-	if (ca_path_join(path, sizeof path, t->dir, "task.json"))
-		return ca_fail(d, CA_ERR_LIMIT, "path too long");
+	if (ca_path_join(path, sizeof path, t->dir, "task.json")) {
+		rc = ca_fail(d, CA_ERR_LIMIT, "path too long");
+		goto out;
+	}
 	rc = ca_read_file(path, CA_TASK_MAX_JSON_BYTES, &json_text, &json_len, d);
 	if (rc == CA_ERR_NOTFOUND) {
 		rc = 0;

@@ -337,7 +337,7 @@ int safetensors_open(struct safetensors *st, const char *path, struct ca_diag *d
 		goto out;
 	}
 	len = (size_t)sb.st_size;
-	map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+	map = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 	if (map == MAP_FAILED) {
 		rc = ca_fail(d, CA_ERR_IO, "cannot map %s: %s", path, strerror(errno));
 		goto out;

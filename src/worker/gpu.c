@@ -147,6 +147,10 @@ int gpu_ctx_alloc_flush(struct gpu_ctx *g, size_t bytes, struct worker_error *e)
 			    "cannot allocate the L2 flush buffer (%zu bytes): %s: %s", bytes,
 			    cudaGetErrorName(err), cudaGetErrorString(err));
 	}
+	/* Initialized once; each flush only reads it (see ca_launch_l2_flush). */
+	err = cudaMemset(g->flush_buf, 0x5a, bytes);
+	if (err != cudaSuccess)
+		return werr_cuda(e, err, "initializing the L2 flush buffer");
 	g->flush_bytes = bytes;
 	return 0;
 }

@@ -42,6 +42,7 @@ cudaError_t ca_launch_checksum(const void *ptr, size_t nbytes, uint64_t salt,
 			       unsigned long long *out, cudaStream_t stream);
 
 /* Writes nbytes bytes of value into buf (cudaMemsetAsync): evicts the L2 cache. */
+/* Reads nbytes of buf (initialized once by the caller) so that L2 holds only clean lines of it. */
 cudaError_t ca_launch_l2_flush(void *buf, size_t nbytes, int value, cudaStream_t stream);
 
 #ifdef __cplusplus

@@ -286,6 +286,7 @@ static json_t *timing_event(const struct timing_result *r, double seconds)
 	json_object_set_new(ev, "event_median_ms", json_num(r->event_median_ms));
 	json_object_set_new(ev, "host_median_ms", json_num(r->host_median_ms));
 	json_object_set_new(ev, "overhead_ms", json_num(r->overhead_ms));
+	json_object_set_new(ev, "event_overhead_ms", json_num(r->event_overhead_ms));
 	json_object_set_new(ev, "rse", json_num(r->rse));
 	json_object_set_new(ev, "samples", json_integer((json_int_t)r->samples));
 	json_object_set_new(ev, "samples_ms", samples);

@@ -19,7 +19,8 @@ struct loop {
 	struct stats_rng rng;
 	unsigned long turn; /* calls so far (warm-up + timed): the rotation counter */
 	int flush_value;
-	double overhead_ms;
+	double overhead_ms;       /* host: empty launch + device synchronize */
+	double event_overhead_ms; /* events: start event, empty launch, end event */
 };
 
 int timing_prepare_common(struct gpu_ctx *g, struct tensor_set *args, struct tensor_set *params,
@@ -30,11 +31,12 @@ int timing_prepare_common(struct gpu_ctx *g, struct tensor_set *args, struct ten
 	cudaError_t err;
 	int rc;
 
+	/* Poison first, then flush: the flush writes the poison back to memory and leaves L2 clean. */
+	if ((rc = tensor_set_poison(outputs, g, e)))
+		return rc;
 	err = ca_launch_l2_flush(g->flush_buf, g->flush_bytes, flush_value & 0xff, g->stream);
 	if (err != cudaSuccess)
 		return werr_cuda(e, err, "flushing L2 before %s", what);
-	if ((rc = tensor_set_poison(outputs, g, e)))
-		return rc;
 	tensor_set_refresh(args);
 	tensor_set_refresh(params);
 	tensor_set_refresh(outputs);
@@ -94,28 +96,43 @@ static int timed_call(struct loop *L, struct tensor_set *args, const char *what,
 	err = cudaEventElapsedTime(&ms, g->ev_start, g->ev_end);
 	if (err != cudaSuccess)
 		return werr_cuda(e, err, "cudaEventElapsedTime (%s)", what);
-	*event_ms = (double)ms;
+	*event_ms = fmax(0.0, (double)ms - L->event_overhead_ms);
 	*host_ms = fmax(0.0, (t1 - t0) * 1e3 - L->overhead_ms);
 	return 0;
 }
 
-/* Median host time of an empty launch plus device synchronize (3 untimed first). */
+/* Median host time of an empty launch plus device synchronize, and median event time of an
+ * empty launch between the two events (3 untimed first). Both are subtracted from every sample,
+ * for the candidate as for the baselines: what remains is the call's own cost, not the fixed
+ * cost of launching and observing anything at all. */
 static int calibrate(struct loop *L, struct worker_error *e)
 {
-	double h[TIMING_CALIBRATION_RUNS];
+	double h[TIMING_CALIBRATION_RUNS], ev[TIMING_CALIBRATION_RUNS];
+	struct gpu_ctx *g = L->g;
 	for (int i = 0; i < 3 + TIMING_CALIBRATION_RUNS; i++) {
+		float ms = 0.0f;
 		double t0 = ca_now(), t1;
-		cudaError_t err = ca_launch_empty(L->g->stream);
+		cudaError_t err = cudaEventRecord(g->ev_start, g->stream);
+		if (err == cudaSuccess)
+			err = ca_launch_empty(g->stream);
+		if (err == cudaSuccess)
+			err = cudaEventRecord(g->ev_end, g->stream);
 		if (err == cudaSuccess)
 			err = cudaDeviceSynchronize();
 		t1 = ca_now();
+		if (err == cudaSuccess)
+			err = cudaEventElapsedTime(&ms, g->ev_start, g->ev_end);
 		if (err != cudaSuccess)
 			return werr_cuda(e, err, "empty launch (overhead calibration)");
-		if (i >= 3)
+		if (i >= 3) {
 			h[i - 3] = (t1 - t0) * 1e3;
+			ev[i - 3] = (double)ms;
+		}
 	}
 	stats_sort(h, TIMING_CALIBRATION_RUNS);
+	stats_sort(ev, TIMING_CALIBRATION_RUNS);
 	L->overhead_ms = stats_median_sorted(h, TIMING_CALIBRATION_RUNS);
+	L->event_overhead_ms = stats_median_sorted(ev, TIMING_CALIBRATION_RUNS);
 	return 0;
 }
 
@@ -220,6 +237,7 @@ int timing_run(struct gpu_ctx *g, struct gpu_nvml *nvml, struct candidate *c,
 	if ((rc = calibrate(&L, e)))
 		goto out;
 	r->overhead_ms = L.overhead_ms;
+	r->event_overhead_ms = L.event_overhead_ms;
 
 	/* Warm-up: prepared exactly like timed calls. */
 	{

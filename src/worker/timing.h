@@ -30,6 +30,7 @@ struct timing_result {
 	double event_median_ms; /* median CUDA-event time */
 	double host_median_ms;  /* median host time minus overhead (floored at 0) */
 	double overhead_ms;
+	double event_overhead_ms;
 	double rse;
 	size_t samples;
 	double *samples_ms; /* owned, `samples` entries */
