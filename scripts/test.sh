@@ -9,4 +9,4 @@ export CUDA_AGENT_PYTHON="$python"
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
 jobs="$(nproc)"
 make -j"$jobs" CI=1 all
-make -j"$jobs" CI=1 PYTHON="$python" test
+make CI=1 PYTHON="$python" test   # suites one after another: readable logs, no timing interference
