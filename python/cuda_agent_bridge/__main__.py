@@ -14,7 +14,6 @@ import logging
 import os
 import platform
 import sys
-import threading
 from typing import IO, BinaryIO
 
 
@@ -46,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from .server import Context, serve
+    from .server import Context, serve, start_preload
     from .tasks import TaskStore, disable_tf32
     from .timing import Clock
 
@@ -73,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.info("ready on %s (torch %s)", device, torch.__version__)
     # torch.compile's machinery takes seconds to import; do it while the supervisor is busy
     # elsewhere (building, running the worker) so that the first baseline does not pay it.
-    threading.Thread(target=_preload_compiler, name="preload-dynamo", daemon=True).start()
+    # The `time` op waits for it first: a thread holding the GIL would inflate timings.
+    start_preload(_preload_compiler)
     try:
         return serve(requests, answers, Context(TaskStore(device), clock))
     except (BrokenPipeError, KeyboardInterrupt):

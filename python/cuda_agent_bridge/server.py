@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable
@@ -227,6 +228,21 @@ def _time_compiled(
     return report
 
 
+_preload: threading.Thread | None = None
+
+
+def start_preload(target: Callable[[], None]) -> None:
+    """Runs target (imports) in a background thread; op_time waits for it before timing."""
+    global _preload
+    _preload = threading.Thread(target=target, name="preload", daemon=True)
+    _preload.start()
+
+
+def _wait_preload() -> None:
+    if _preload is not None:
+        _preload.join()
+
+
 def op_time(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     """Times the eager and/or compiled model with the shared protocol.
 
@@ -245,6 +261,7 @@ def op_time(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     except ValueError as exc:
         raise _bad(f"time: {exc}") from exc
 
+    _wait_preload()  # no other Python thread may run while calls are timed
     task: Task = ctx.store.load(task_dir)
     built = ctx.store.build(task, model_seed)
     sets = [ctx.store.inputs(task, s).call for s in seeds]
