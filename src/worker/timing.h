@@ -9,8 +9,8 @@
  *
  * Rotation counts calls across warm-up and the timed loop, so by the time a checked call
  * overwrites a slot that slot has usually been used before. The budget never ends the loop
- * before the last checked call (see timing_protocol_stop). Warm-up stops at both minima, or
- * at max(5 s, 4 x warmup_min_ms) of warm-up wall time once the minimum call count is met.
+ * before the last checked call (see timing_protocol_stop). Warm-up stops once both minima hold:
+ * warmup_min_calls calls and warmup_min_ms milliseconds of warm-up wall time.
  *
  * Ownership: the caller owns the sets and the context; timing_result owns its sample array. */
 #ifndef CA_WORKER_TIMING_H
