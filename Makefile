@@ -38,6 +38,8 @@ HAVE_NVCC := $(shell test -x "$(NVCC)" && echo yes)
 CUDA_LIBDIRS := $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib $(CUDA_HOME)/extras/CUPTI/lib64
 CUDA_INC  := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
+
+.PHONY: $(BUILD)/.gpu-ready
 .PHONY: all cli worker test test-unit test-fuzz test-python test-integration test-gpu fuzz bench clean headers
 all: cli worker
 
@@ -118,10 +120,15 @@ test-integration: all
 
 test: test-unit test-fuzz test-python test-integration
 
-test-gpu: all
+# The GPU suite and the benchmarks use the binaries in $(BUILD); they do not rebuild, so that a
+# build made on a development machine can be carried to a GPU host without -dev packages.
+GPU_BINS := $(BUILD)/cuda-agent $(BUILD)/cuda-agent-worker $(BUILD)/include/cuda_agent/abi.h
+$(BUILD)/.gpu-ready:
+	@for f in $(GPU_BINS); do [ -e $$f ] || { echo "missing $$f: run make first"; exit 1; }; done
+test-gpu: | $(BUILD)/.gpu-ready
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/gpu/run.sh
 
-bench: all
+bench: | $(BUILD)/.gpu-ready
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash bench/run.sh
 
 clean:
