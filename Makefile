@@ -110,7 +110,10 @@ FUZZ_SECONDS ?= 15
 test-fuzz: $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
 	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 $(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$$n 2>&1 | tail -n 3; done
+	  if $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 -artifact_prefix=$(BUILD)/fuzz/ \
+	      $(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$$n >$(BUILD)/fuzz/$$n.log 2>&1; then \
+	    tail -n 1 $(BUILD)/fuzz/$$n.log; \
+	  else tail -n 30 $(BUILD)/fuzz/$$n.log; echo "FAIL: $$n found a crash (see $(BUILD)/fuzz/)"; exit 1; fi; done
 
 test-python:
 	cd python && $(PYTHON) -m pytest -q tests

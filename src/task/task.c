@@ -41,8 +41,11 @@ static int parse_task_json(struct task *t, const char *text, size_t len, struct 
 	json_t *val;
 	int rc = 0;
 
-	if (!root)
-		return ca_fail(d, CA_ERR_PARSE, "task.json line %d: %s", jerr.line, jerr.text);
+	if (!root) {
+		char shown[sizeof jerr.text];
+		return ca_fail(d, CA_ERR_PARSE, "task.json line %d: %s", jerr.line,
+			       ca_printable(shown, jerr.text, sizeof shown));
+	}
 	if (!json_is_object(root)) {
 		rc = ca_fail(d, CA_ERR_PARSE, "task.json must hold a JSON object");
 		goto out;
@@ -52,9 +55,11 @@ static int parse_task_json(struct task *t, const char *text, size_t len, struct 
 		for (const char *const *k = known; *k; k++)
 			ok |= strcmp(*k, key) == 0;
 		if (!ok) {
+			char shown[64];
 			rc = ca_fail(d, CA_ERR_INVALID,
 				     "task.json: unknown field '%s' (known: id, source, precision, "
-				     "atol, rtol, notes, level, ops)", key);
+				     "atol, rtol, notes, level, ops)",
+				     ca_printable(shown, key, sizeof shown));
 			goto out;
 		}
 	}

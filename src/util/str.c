@@ -33,3 +33,14 @@ void ca_appendf(char *buf, size_t size, size_t *off, const char *fmt, ...)
 	if (*off >= size)
 		*off = size - 1;
 }
+
+char *ca_printable(char *dst, const char *src, size_t size)
+{
+	size_t i = 0;
+	if (size == 0)
+		return dst;
+	for (; src[i] && i + 1 < size; i++)
+		dst[i] = (unsigned char)src[i] < 0x20 || src[i] == 0x7f ? '?' : src[i];
+	dst[i] = '\0';
+	return dst;
+}

@@ -12,4 +12,8 @@ bool ca_strlcpy(char *dst, const char *src, size_t size);
 void ca_appendf(char *buf, size_t size, size_t *off, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* Copies src into dst for display in a one-line message: control characters become '?',
+ * truncated to size. Returns dst. */
+char *ca_printable(char *dst, const char *src, size_t size);
+
 #endif
