@@ -19,6 +19,8 @@
 
 #include <jansson.h>
 
+#include "util/fs.h"
+
 #define METADATA_KEY "__metadata__"
 /* How much of an untrusted name goes into a diagnostic. */
 #define SHOWN_NAME_MAX 80
@@ -306,37 +308,20 @@ int safetensors_parse(struct safetensors *st, const uint8_t *buf, size_t len, st
 
 int safetensors_open(struct safetensors *st, const char *path, struct ca_diag *d)
 {
-	int rc = 0;
+	int rc;
 	int fd;
-	struct stat sb;
 	void *map = MAP_FAILED;
 	size_t len = 0;
 
 	memset(st, 0, sizeof *st);
-	/* O_NONBLOCK: a FIFO must be refused below, not wait for a writer */
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return ca_fail(d, errno == ENOENT ? CA_ERR_NOTFOUND : CA_ERR_IO, "cannot open %s: %s",
-			       path, strerror(errno));
-	if (fstat(fd, &sb) != 0) {
-		rc = ca_fail(d, CA_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
-		goto out;
-	}
-	if (!S_ISREG(sb.st_mode)) {
-		rc = ca_fail(d, CA_ERR_INVALID, "%s is not a regular file", path);
-		goto out;
-	}
-	if (sb.st_size < 8) {
+	rc = ca_open_regular(path, &fd, &len, d);
+	if (rc)
+		return rc;
+	if (len < 8) {
 		rc = ca_fail(d, CA_ERR_PARSE,
-			     "%s: %lld bytes, too short for a safetensors file (truncated?)", path,
-			     (long long)sb.st_size);
+			     "%s: %zu bytes, too short for a safetensors file (truncated?)", path, len);
 		goto out;
 	}
-	if ((unsigned long long)sb.st_size > SIZE_MAX) {
-		rc = ca_fail(d, CA_ERR_LIMIT, "%s is too large to map", path);
-		goto out;
-	}
-	len = (size_t)sb.st_size;
 	map = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 	if (map == MAP_FAILED) {
 		rc = ca_fail(d, CA_ERR_IO, "cannot map %s: %s", path, strerror(errno));

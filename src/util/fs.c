@@ -5,47 +5,64 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+int ca_open_regular(const char *path, int *fd_out, size_t *size, struct ca_diag *d)
+{
+	struct stat st;
+	int rc = 0;
+	/* O_NONBLOCK: a FIFO is refused below instead of blocking until a writer appears */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	*fd_out = -1;
+	if (fd < 0)
+		return ca_fail(d, errno == ENOENT ? CA_ERR_NOTFOUND : CA_ERR_IO, "cannot open %s: %s",
+			       path, strerror(errno));
+	if (fstat(fd, &st) != 0)
+		rc = ca_fail(d, CA_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		rc = ca_fail(d, CA_ERR_INVALID, "%s is not a regular file", path);
+	else if ((unsigned long long)st.st_size > SIZE_MAX)
+		rc = ca_fail(d, CA_ERR_LIMIT, "%s is too large", path);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	*fd_out = fd;
+	*size = (size_t)st.st_size;
+	return 0;
+}
+
 int ca_read_file(const char *path, size_t cap, char **out, size_t *out_len, struct ca_diag *d)
 {
 	int rc = 0;
 	char *buf = NULL;
-	size_t len = 0;
-	/* O_NONBLOCK: a FIFO is refused below instead of blocking until a writer appears */
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
+	size_t len = 0, size = 0;
+	int fd;
 
 	*out = NULL;
 	if (out_len)
 		*out_len = 0;
-	if (fd < 0)
-		return ca_fail(d, errno == ENOENT ? CA_ERR_NOTFOUND : CA_ERR_IO, "cannot open %s: %s",
-			       path, strerror(errno));
-	if (fstat(fd, &st) != 0) {
-		rc = ca_fail(d, CA_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
+	rc = ca_open_regular(path, &fd, &size, d);
+	if (rc)
+		return rc;
+	if (size > cap) {
+		rc = ca_fail(d, CA_ERR_LIMIT, "%s is %zu bytes, over the limit of %zu", path, size,
+			     cap);
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode)) {
-		rc = ca_fail(d, CA_ERR_INVALID, "%s is not a regular file", path);
-		goto out;
-	}
-	if ((size_t)st.st_size > cap) {
-		rc = ca_fail(d, CA_ERR_LIMIT, "%s is %lld bytes, over the limit of %zu", path,
-			     (long long)st.st_size, cap);
-		goto out;
-	}
-	buf = malloc((size_t)st.st_size + 1);
+	buf = malloc(size + 1);
 	if (!buf) {
 		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory reading %s", path);
 		goto out;
 	}
-	while (len < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+	while (len < size) {
+		ssize_t n = read(fd, buf + len, size - len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {

@@ -13,6 +13,10 @@
 
 int ca_read_file(const char *path, size_t cap, char **out, size_t *out_len, struct ca_diag *d);
 
+/* Opens an existing regular file read-only (a FIFO, device or directory is refused without
+ * blocking) and returns its descriptor in *fd (caller closes) and its size in *size. */
+int ca_open_regular(const char *path, int *fd, size_t *size, struct ca_diag *d);
+
 /* Writes to path.tmp.<pid> then renames over path, so readers never see a partial file. */
 int ca_write_file_atomic(const char *path, const void *data, size_t len, struct ca_diag *d);
 

@@ -22,26 +22,8 @@
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static char tmpdir[PATH_MAX];
-
-static int setup_dir(void **state)
-{
-	(void)state;
-	snprintf(tmpdir, sizeof tmpdir, "/tmp/ca-test-st-XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-	struct ca_diag d;
-	(void)state;
-	return ca_remove_tree(tmpdir, &d) == 0 ? 0 : -1;
-}
-
-static void tmp_path(char *out, size_t size, const char *name)
-{
-	assert_int_equal(ca_path_join(out, size, tmpdir, name), 0);
-}
+#define TEST_NAME "st"
+#include "unit/helpers.h"
 
 /* The fixture lives next to this source file: tests/unit/../data/safetensors/. */
 static void fixture_path(char *out, size_t size, const char *name)

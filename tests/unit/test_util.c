@@ -22,26 +22,8 @@
 #include "util/proc.h"
 #include "util/str.h"
 
-static char tmpdir[PATH_MAX];
-
-static int setup_dir(void **state)
-{
-	(void)state;
-	snprintf(tmpdir, sizeof tmpdir, "/tmp/ca-test-util-XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-	struct ca_diag d;
-	(void)state;
-	return ca_remove_tree(tmpdir, &d) == 0 ? 0 : -1;
-}
-
-static void tmp_path(char *out, size_t size, const char *name)
-{
-	assert_int_equal(ca_path_join(out, size, tmpdir, name), 0);
-}
+#define TEST_NAME "util"
+#include "unit/helpers.h"
 
 static void touch(const char *dir, const char *name, const char *content)
 {
