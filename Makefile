@@ -40,7 +40,7 @@ CUDA_INC  := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
 
 .PHONY: $(BUILD)/.gpu-ready
-.PHONY: all cli worker test test-unit test-fuzz test-python test-integration test-gpu fuzz bench clean headers
+.PHONY: all cli worker test test-examples test-unit test-fuzz test-python test-integration test-gpu fuzz bench clean headers
 all: cli worker
 
 headers: $(BUILD)/include/dlpack/dlpack.h $(BUILD)/include/cuda_agent/abi.h
@@ -121,7 +121,12 @@ test-python:
 test-integration: all
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/run.sh
 
-test: test-unit test-fuzz test-python test-integration
+# The example solutions' logic on the CPU: their kernels run as CPU threads under ASan/UBSan
+# through the real ABI, against each task's model.py (examples/emu/).
+test-examples: headers
+	$(PYTHON) examples/emu/check_solutions.py
+
+test: test-unit test-fuzz test-python test-integration test-examples
 
 # The GPU suite and the benchmarks use the binaries in $(BUILD); they do not rebuild, so that a
 # build made on a development machine can be carried to a GPU host without -dev packages.

@@ -908,8 +908,16 @@ static void step_profile_result(struct run *r)
 	for (int i = 0; i < r->spec.num_outputs; i++)
 		bytes += (double)tensor_spec_nbytes(&r->spec.outputs[i]);
 	json_object_set_new(prof, "min_bytes", json_real(bytes));
-	if (t_ms > 0)
-		json_object_set_new(prof, "achieved_gbps", json_real(bytes / (t_ms * 1e-3) / 1e9));
+	if (t_ms > 0) {
+		double achieved = bytes / (t_ms * 1e-3) / 1e9;
+		const json_t *peak = json_object_get(r->profile_event, "peak_copy_gbps");
+		json_object_set_new(prof, "achieved_gbps", json_real(achieved));
+		if (json_is_number(peak) && json_number_value(peak) > 0) {
+			json_object_set(prof, "peak_copy_gbps", (json_t *)peak);
+			json_object_set_new(prof, "fraction_of_peak",
+					    json_real(achieved / json_number_value(peak)));
+		}
+	}
 	json_object_set_new(r->result, "profile", prof);
 }
 

@@ -91,7 +91,12 @@ char *eval_summary_text(const json_t *result)
 		size_t i;
 		const json_t *k;
 		ca_appendf(buf, SUMMARY_MAX, &off, "profile   %.1f GB/s achieved over %.1f MB moved "
-			   "(minimum)\n", num(prof, "achieved_gbps"), num(prof, "min_bytes") / 1e6);
+			   "(minimum)", num(prof, "achieved_gbps"), num(prof, "min_bytes") / 1e6);
+		if (num(prof, "peak_copy_gbps") > 0)
+			ca_appendf(buf, SUMMARY_MAX, &off, ", %.0f%% of the %.0f GB/s measured copy "
+				   "bandwidth", 100.0 * num(prof, "fraction_of_peak"),
+				   num(prof, "peak_copy_gbps"));
+		ca_appendf(buf, SUMMARY_MAX, &off, "\n");
 		json_array_foreach(json_object_get(prof, "kernels"), i, k) {
 			if (i >= 8)
 				break;

@@ -142,6 +142,47 @@ static int cmp_total(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* Best-of-5 device-to-device copy bandwidth in GB/s (bytes read + written), 0 when it cannot be
+ * measured (not enough free memory: it is a reference figure, not worth failing for). */
+static double measure_copy_gbps(struct gpu_ctx *g)
+{
+	size_t free_b = 0, total_b = 0, bytes = 512u << 20;
+	void *a = NULL, *b = NULL;
+	cudaEvent_t start = NULL, end = NULL;
+	double best_ms = 0;
+
+	if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+		return 0;
+	while (bytes > 64u << 20 && 2 * bytes + (256u << 20) > free_b)
+		bytes /= 2;
+	if (2 * bytes + (256u << 20) > free_b || cudaMalloc(&a, bytes) != cudaSuccess ||
+	    cudaMalloc(&b, bytes) != cudaSuccess || cudaMemset(a, 1, bytes) != cudaSuccess ||
+	    cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&end) != cudaSuccess)
+		goto out;
+	for (int i = 0; i < 8; i++) {
+		float ms = 0;
+		if (cudaEventRecord(start, g->stream) != cudaSuccess ||
+		    cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, g->stream) != cudaSuccess ||
+		    cudaEventRecord(end, g->stream) != cudaSuccess ||
+		    cudaEventSynchronize(end) != cudaSuccess ||
+		    cudaEventElapsedTime(&ms, start, end) != cudaSuccess) {
+			best_ms = 0;
+			goto out;
+		}
+		if (i >= 3 && (best_ms == 0 || (double)ms < best_ms))
+			best_ms = (double)ms;
+	}
+out:
+	if (start)
+		cudaEventDestroy(start);
+	if (end)
+		cudaEventDestroy(end);
+	cudaFree(a);
+	cudaFree(b);
+	(void)cudaGetLastError();
+	return best_ms > 0 ? 2.0 * (double)bytes / (best_ms * 1e-3) / 1e9 : 0;
+}
+
 int profile_run(struct gpu_ctx *g, struct candidate *c, const struct plan_profile *plan,
 		struct tensor_set *params, struct tensor_set *args, struct tensor_set *outputs,
 		struct profile_result *r, struct worker_error *e)
@@ -213,6 +254,7 @@ int profile_run(struct gpu_ctx *g, struct candidate *c, const struct plan_profil
 	pthread_mutex_unlock(&agg_lock);
 	if (r->n > 1)
 		qsort(r->kernels, r->n, sizeof *r->kernels, cmp_total);
+	r->copy_gbps = measure_copy_gbps(g);
 out:
 	if (enabled) {
 		cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
@@ -247,9 +289,10 @@ json_t *profile_result_json(const struct profile_result *r)
 				  k->dynamic_smem));
 		free(dm);
 	}
-	return json_pack("{s:o, s:I, s:i, s:I}", "kernels", kernels, "total_ns",
+	return json_pack("{s:o, s:I, s:i, s:I, s:o}", "kernels", kernels, "total_ns",
 			 (json_int_t)r->total_ns, "forward_calls", r->forward_calls,
-			 "dropped_records", (json_int_t)r->dropped_records);
+			 "dropped_records", (json_int_t)r->dropped_records, "peak_copy_gbps",
+			 r->copy_gbps > 0 ? json_real(r->copy_gbps) : json_null());
 }
 
 void profile_result_free(struct profile_result *r)

@@ -4,7 +4,9 @@
  * profile_run() uploads the profile params (then ca_setup) and inputs, makes one warm-up call,
  * enables CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, makes `calls` calls (each prepared like a timed
  * call: L2 flush and output poison, untimed), flushes and disables the activity API, and
- * aggregates kernel records by name. The worker's own kernels (CA_WORKER_KERNEL_PREFIX) are left
+ * aggregates kernel records by name. Then it measures the device's copy bandwidth (best of 5
+ * device-to-device copies of up to 512 MiB, bytes read plus written), the ceiling against which
+ * the supervisor reports the candidate's achieved bandwidth. The worker's own kernels (CA_WORKER_KERNEL_PREFIX) are left
  * out. CUPTI problems are reported as profile.cupti_error (not fatal, not the candidate's fault);
  * the candidate's failures as usual (abi.forward_failed, fault.*).
  *
@@ -38,13 +40,15 @@ struct profile_result {
 	uint64_t total_ns;
 	int forward_calls;
 	uint64_t dropped_records;
+	double copy_gbps; /* measured device-to-device copy bandwidth (read + write), 0 if unknown */
 };
 
 int profile_run(struct gpu_ctx *g, struct candidate *c, const struct plan_profile *plan,
 		struct tensor_set *params, struct tensor_set *args, struct tensor_set *outputs,
 		struct profile_result *r, struct worker_error *e);
 /* {"kernels": [{"name", "calls", "total_ns", "avg_ns", "grid", "block", "registers",
- *  "static_smem", "dynamic_smem"}], "total_ns", "forward_calls", "dropped_records"}; names are
+ *  "static_smem", "dynamic_smem"}], "total_ns", "forward_calls", "dropped_records",
+ *  "peak_copy_gbps" (null if unmeasured)}; names are
  * demangled when possible. */
 json_t *profile_result_json(const struct profile_result *r);
 void profile_result_free(struct profile_result *r);
