@@ -269,7 +269,7 @@ extern "C" cudaError_t ca_launch_checksum(const void *ptr, size_t nbytes, uint64
 // previous call's data: every dirty line (perturbed inputs, poisoned outputs) is written back
 // during the flush, and L2 is left holding clean lines of this buffer, so the timed call pays
 // no write-back of someone else's data. The sink write keeps the loads from being removed.
-__global__ void ca_worker_l2_flush(const uint4 *__restrict__ buf, size_t n, int value,
+extern "C" __global__ void ca_worker_l2_flush(const uint4 *__restrict__ buf, size_t n, int value,
 				   unsigned *sink)
 {
 	unsigned acc = 0;

@@ -69,6 +69,7 @@ good "at the end"
 # ---- profile: CUPTI table
 run "profile" 0 "$cli" profile --json --task examples/tasks/layernorm examples/solutions/layernorm
 field "profile lists the candidate's kernels" 'len(r["profile"]["kernels"]) >= 1 and r["profile"]["kernels"][0]["calls"] >= 1 and r["profile"]["achieved_gbps"] > 0'
+field "profile leaves the harness's own kernels out" 'all(not k["name"].startswith("ca_worker_") for k in r["profile"]["kernels"])'
 field "profile measures the copy bandwidth" 'r["profile"]["peak_copy_gbps"] > 1000 and 0 < r["profile"]["fraction_of_peak"] < 1.5'
 
 echo
