@@ -432,7 +432,7 @@ def main():
             td = getattr(lib, "ca_teardown", None)
             if td is not None:
                 td()
-    print(f"{count - failures}/{count} passed")
+    print(f"{count - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
