@@ -16,10 +16,10 @@ WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wconversion $
 CPPFLAGS := -D_GNU_SOURCE -Isrc -I$(BUILD)/include -MMD -MP
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c17 $(WARNINGS) -fno-strict-aliasing
-LDLIBS   := -ljansson -lsqlite3 -lxxhash -ldl -lpthread -lm
+LDLIBS   := -ljansson -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-CORE_DIRS := util tensor task build bridge eval store
+CORE_DIRS := util tensor task build bridge eval store sandbox
 CORE_SRC  := $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
 CLI_SRC   := $(wildcard src/cli/*.c)
 WORKER_C  := $(wildcard src/worker/*.c)

@@ -1,5 +1,6 @@
 #include "eval/eval.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -8,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "build/build.h"
@@ -327,10 +330,34 @@ static int runs_base(char *out, size_t size, struct ca_diag *d)
 	return pathf(out, size, "%s/runs", cache) ? ca_fail(d, CA_ERR_LIMIT, "path too long") : 0;
 }
 
+/* Run directories of evaluations that were killed before they could clean up (they live in
+ * memory under /dev/shm): removed once they are a day old. Best effort. */
+static void remove_stale_runs(const char *base)
+{
+	DIR *dp = opendir(base);
+	struct dirent *ent;
+	time_t now = time(NULL);
+	if (!dp)
+		return;
+	while ((ent = readdir(dp)) != NULL) {
+		char path[PATH_MAX];
+		struct stat st;
+		if (strncmp(ent->d_name, "run-", 4) != 0 ||
+		    pathf(path, sizeof path, "%s/%s", base, ent->d_name) ||
+		    lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || now - st.st_mtime < 86400)
+			continue;
+		ca_log_debug("removing stale run directory %s", path);
+		ca_remove_tree(path, NULL);
+	}
+	closedir(dp);
+}
+
 static int make_run_dirs(struct run *r)
 {
 	char base[PATH_MAX];
 	struct ca_diag d = {{0}};
+	if (runs_base(base, sizeof base, &d) == 0)
+		remove_stale_runs(base);
 	if (runs_base(base, sizeof base, &d) ||
 	    ca_make_temp_dir(base, "run-", r->dir, sizeof r->dir, &d) ||
 	    pathf(r->pub, sizeof r->pub, "%s/public", r->dir) ||
