@@ -17,6 +17,7 @@
 #include "eval/compare.h"
 #include "eval/reward.h"
 #include "eval/summary.h"
+#include "sandbox/sandbox.h"
 #include "task/task.h"
 #include "tensor/safetensors.h"
 #include "tensor/spec.h"
@@ -53,6 +54,9 @@ struct run {
 	/* From the worker. */
 	json_t *device_event, *timing_event, *profile_event;
 	json_t *trials;        /* array, one object per trial */
+	char library[PATH_MAX]; /* the library the worker loads (a per-run copy when sandboxed) */
+	bool sandboxed;
+	json_t *isolation;     /* the sandbox's report, when one was used */
 	bool verify_ok;
 	double t_start;
 	json_t *seconds;
@@ -435,7 +439,7 @@ static json_t *make_plan(struct run *r)
 						path_json(r->pub, "params_%d.safetensors", k), "inputs",
 						path_json(r->pub, "inputs_%d.safetensors", k),
 						"outputs", path_json(r->work, "out_%d.safetensors", k)));
-	plan = json_pack("{s:s, s:i, s:O, s:o, s:b}", "library", r->build.library, "device", 0,
+	plan = json_pack("{s:s, s:i, s:O, s:o, s:b}", "library", r->library, "device", 0,
 			 "spec", r->spec_json, "verify", verify, "gate_after_verify", 1);
 	if (r->timing_wanted) {
 		json_t *rot = json_array(), *checks = json_array();
@@ -626,11 +630,64 @@ static int find_worker(const struct run *r, char *out, size_t size)
 	return pathf(out, size, "%scuda-agent-worker", exe);
 }
 
+/* The worker in the sandbox: it sees the system read-only, its own binary, the plan, the run's
+ * public/ (inputs, params) read-only, work/ writable and a per-run copy of the library; never the
+ * run's private/ (reference outputs), the cache or the home directory. The run directory itself
+ * is made traversable (0711, not listable) so that the sandbox's uid can reach the binds. */
+static int spawn_sandboxed(struct run *r, const char *const *argv, const char *worker,
+			   const char *plan_path, const char *err_path, double limit,
+			   struct sandbox *sb, struct ca_diag *d)
+{
+	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+	char env_visible[256] = "";
+	const char *env[2] = {NULL, NULL};
+	struct sandbox_bind binds[] = {
+		{.src = worker},
+		{.src = plan_path},
+		{.src = r->pub},
+		{.src = r->work, .writable = true},
+		{.src = r->library},
+	};
+	struct sandbox_opts so = {0};
+
+	if (chmod(r->dir, 0711) != 0)
+		return ca_fail(d, CA_ERR_IO, "chmod %s: %s", r->dir, strerror(errno));
+	if (visible && visible[0]) {
+		snprintf(env_visible, sizeof env_visible, "CUDA_VISIBLE_DEVICES=%s", visible);
+		env[0] = env_visible;
+	}
+	so.env = env;
+	so.pass_ld_library_path = true;
+	so.binds = binds;
+	so.n_binds = sizeof binds / sizeof binds[0];
+	so.cpu_seconds = (uint64_t)limit + 30;
+	return sandbox_spawn(sb, argv, &so, err_path, d);
+}
+
+/* A copy of the built library inside the run directory, readable by the sandbox's uid (the
+ * build cache under the home directory is not visible in the sandbox). */
+static int copy_library(struct run *r, struct ca_diag *d)
+{
+	char *data = NULL;
+	size_t len = 0;
+	int rc;
+	if (pathf(r->library, sizeof r->library, "%s/candidate.so", r->dir))
+		return ca_fail(d, CA_ERR_LIMIT, "path too long");
+	rc = ca_read_file(r->build.library, 1u << 30, &data, &len, d);
+	if (!rc)
+		rc = ca_write_file_atomic(r->library, data, len, d);
+	free(data);
+	if (!rc && chmod(r->library, 0755) != 0)
+		rc = ca_fail(d, CA_ERR_IO, "chmod %s: %s", r->library, strerror(errno));
+	return rc;
+}
+
 static int step_worker(struct run *r)
 {
 	char worker[PATH_MAX], plan_path[PATH_MAX], err_path[PATH_MAX];
-	json_t *plan = make_plan(r);
+	json_t *plan = NULL;
 	struct ca_child child;
+	struct sandbox sb;
 	struct ca_run_result fate;
 	struct ca_diag d = {{0}};
 	bool done = false;
@@ -640,6 +697,12 @@ static int step_worker(struct run *r)
 			       : 60.0 + (r->timing_wanted ? 2.0 * r->o->protocol.timing.budget_s : 0);
 	int rc = 0;
 
+	ca_strlcpy(r->library, r->build.library, sizeof r->library);
+	if (r->sandboxed && copy_library(r, &d)) {
+		set_reason(r, "internal", "cannot copy the library into the run directory: %s",
+			   d.msg);
+		return -1;
+	}
 	if (find_worker(r, worker, sizeof worker) || !ca_is_file(worker)) {
 		set_reason(r, "env.no_worker",
 			   "the GPU worker %s is not built (build on a machine with nvcc: make)",
@@ -647,6 +710,7 @@ static int step_worker(struct run *r)
 		json_decref(plan);
 		return -1;
 	}
+	plan = make_plan(r);
 	pathf(plan_path, sizeof plan_path, "%s/plan.json", r->dir);
 	pathf(err_path, sizeof err_path, "%s/worker.stderr", r->dir);
 	if (json_dump_file(plan, plan_path, JSON_COMPACT) != 0) {
@@ -656,7 +720,15 @@ static int step_worker(struct run *r)
 	}
 	json_decref(plan);
 	const char *argv[] = {worker, plan_path, NULL};
-	if (ca_child_spawn(&child, argv, NULL, err_path, &d)) {
+	if (r->sandboxed) {
+		if (spawn_sandboxed(r, argv, worker, plan_path, err_path, limit, &sb, &d)) {
+			set_reason(r, "env.sandbox", "cannot start the GPU worker in the sandbox: %s",
+				   d.msg);
+			return -1;
+		}
+		child = sb.child;
+		r->isolation = sandbox_report_json(&sb.report);
+	} else if (ca_child_spawn(&child, argv, NULL, err_path, &d)) {
 		set_reason(r, "env.no_worker", "cannot start the GPU worker: %s", d.msg);
 		return -1;
 	}
@@ -678,7 +750,15 @@ static int step_worker(struct run *r)
 		json_decref(ev);
 		free(line);
 	}
-	ca_child_finish(&child, done ? 10.0 : 0.5, &fate);
+	if (r->sandboxed) {
+		sb.child = child;
+		sandbox_finish(&sb, done ? 10.0 : 0.5, &fate);
+		if (sb.oom_killed)
+			set_reason(r, "fault.host_oom",
+				   "the worker exceeded the sandbox's memory limit and was killed");
+	} else {
+		ca_child_finish(&child, done ? 10.0 : 0.5, &fate);
+	}
 	note_seconds(r, "worker", t0);
 	if (rc == CA_ERR_TIMEOUT) {
 		set_reason(r, "timeout",
@@ -971,6 +1051,7 @@ static void run_free(struct run *r)
 	json_decref(r->timing_event);
 	json_decref(r->profile_event);
 	json_decref(r->trials);
+	json_decref(r->isolation);
 }
 
 int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
@@ -995,6 +1076,8 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 	r.trials = json_array();
 	json_object_set(r.result, "seconds", r.seconds);
 	r.timing_wanted = o->mode == EVAL_FULL || o->mode == EVAL_PROFILE;
+	r.sandboxed = o->sandbox || (getenv("CUDA_AGENT_SANDBOX") &&
+				     strcmp(getenv("CUDA_AGENT_SANDBOX"), "1") == 0);
 	r.profile_wanted = o->mode == EVAL_PROFILE;
 	for (int k = 0; k < o->protocol.trials; k++)
 		r.trial_seeds[k] = secret_seed();
@@ -1071,12 +1154,19 @@ out:
 	if (o->mode != EVAL_COMPILE)
 		step_reward(&r);
 	step_env(&r);
-	json_object_set_new(r.result, "isolation",
-			    json_pack("{s:b, s:b, s:b, s:b, s:s}", "separate_process", 1,
-				      "reference_outputs_hidden", 1, "namespaces", 0, "seccomp", 0,
-				      "note", "the candidate runs in its own worker process and never "
-				      "receives reference outputs; namespace and seccomp sandboxing "
-				      "are not active in this build"));
+	if (r.isolation) {
+		json_object_set_new(r.isolation, "separate_process", json_true());
+		json_object_set_new(r.isolation, "reference_outputs_hidden", json_true());
+		json_object_set(r.result, "isolation", r.isolation);
+	} else {
+		json_object_set_new(
+			r.result, "isolation",
+			json_pack("{s:b, s:b, s:b, s:b, s:b, s:s}", "sandbox", 0, "separate_process",
+				  1, "reference_outputs_hidden", 1, "namespaces", 0, "seccomp", 0,
+				  "note", "the candidate runs in its own worker process and never "
+				  "receives reference outputs; the sandbox was not used (--sandbox "
+				  "or CUDA_AGENT_SANDBOX=1 turns it on)"));
+	}
 	json_object_set_new(r.seconds, "total", json_real(ca_now() - r.t_start));
 	if (r.dir[0] && o->keep_run_dir)
 		json_object_set_new(r.result, "run_dir", json_string(r.dir));

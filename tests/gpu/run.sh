@@ -66,6 +66,13 @@ run "get_inputs raises" 3 "$cli" eval --json "$data/broken_tasks/raises" "$data/
 field "get_inputs raising: task.inputs_raised" 'r["reason"]["code"] == "task.inputs_raised"'
 good "at the end"
 
+# ---- the sandbox (opt-in until this suite has passed with it on a GPU host)
+run "sandboxed evaluation" 0 "$cli" eval --json --sandbox examples/tasks/layernorm examples/solutions/layernorm
+field "sandboxed evaluation is correct with every layer reported" 'r["correct"] is True and r["isolation"]["sandbox"] is True and r["isolation"]["namespaces"] is True and r["isolation"]["seccomp"] is True'
+run "sandboxed fault" 1 "$cli" eval --json --sandbox "$data/tiny_task" "$bad_dir/illegal_address"
+field "sandboxed fault: fault.illegal_address" 'r["reason"]["code"] == "fault.illegal_address"'
+good "after the sandboxed fault"
+
 # ---- profile: CUPTI table
 run "profile" 0 "$cli" profile --json --task examples/tasks/layernorm examples/solutions/layernorm
 field "profile lists the candidate's kernels" 'len(r["profile"]["kernels"]) >= 1 and r["profile"]["kernels"][0]["calls"] >= 1 and r["profile"]["achieved_gbps"] > 0'

@@ -1,0 +1,181 @@
+/* sandbox: starts an untrusted program (the GPU worker) inside a sandbox.
+ *
+ * Contract. sandbox_spawn() starts argv[0] like ca_child_spawn() does (pipes to its stdin and
+ * stdout in sb->child, stderr appended to a file, its own process group), inside these layers,
+ * each attempted on its own and reported in sb->report:
+ *
+ *   user_ns      new user namespace; the program runs as one mapped id (see "identity")
+ *   mount_ns, pid_ns, net_ns (no interfaces, lo down), ipc_ns, uts_ns, cgroup_ns
+ *   filesystem   a fresh read-only root (tmpfs + pivot_root) holding read-only binds of /usr,
+ *                /etc, /opt, /lib*, /bin, /sbin, a minimal /dev (null, zero, random, urandom,
+ *                full, every /dev/nvidia* node), a fresh /proc for the PID namespace (CUDA
+ *                needs it), a fresh read-only /sys, a private size-capped tmpfs at /tmp and
+ *                /dev/shm, and the caller's binds. Nothing else of the host is visible.
+ *   no_new_privs prctl(PR_SET_NO_NEW_PRIVS)
+ *   capabilities bounding, ambient, permitted, effective and inheritable sets emptied
+ *   rlimits      CPU, FSIZE, NOFILE, NPROC, CORE (never AS: CUDA reserves huge ranges)
+ *   cgroup       cgroup v2 memory.max + pids.max, where /sys/fs/cgroup is a writable cgroup2
+ *   seccomp      default allow (the CUDA driver needs many ioctls), kill the process on
+ *                ptrace, process_vm_*, bpf, mount and the new mount API, pivot_root, unshare,
+ *                setns, perf_event_open, kexec, modules, reboot, swap, keys, userfaultfd,
+ *                io_uring, handle syscalls, socket() of any family but AF_UNIX, clone() with a
+ *                CLONE_NEW* flag, other ABIs; clone3() fails with ENOSYS so that libc falls
+ *                back to clone(). Installed last, right before execve.
+ *
+ * A layer this machine cannot provide (no user namespaces, no cgroup v2, ...) is reported off
+ * with a one-line reason and the program runs without it, unless opts->strict asks to fail
+ * instead. When user namespaces are refused and the caller is root, the other namespaces are
+ * made without one. A setup error (a bind source that does not exist, a mount that fails, a bind
+ * the program's uid cannot read) fails the spawn with CA_ERR_CHILD and "sandbox: cannot <step>:
+ * <reason>".
+ *
+ * Identity. When the caller is root the program runs as opts->uid/gid (default 65534/65534,
+ * nobody/nogroup), never as root: RLIMIT_NPROC is not enforced for uid 0, and root could chmod
+ * its way around the binds. Inside a user namespace only that id is mapped, to the same number
+ * (files owned by other host ids show as 65534, the overflow id). A caller that is not root runs
+ * the program as itself. Read-only binds must be readable by that uid (checked: a bind it cannot
+ * read is a setup error); writable binds are made owned by it (chown of the bound directory or
+ * file itself, not of its contents) when the caller is root, so they must be per-run paths.
+ *
+ * Processes. The program is PID 1 of its PID namespace: when it dies, the kernel kills every
+ * process in the namespace, so ca_child_finish()/sandbox_finish() killing it (SIGKILL from the
+ * supervisor) leaves nothing behind. As PID 1 it ignores signals it has no handler for unless
+ * the kernel forces them (faults, seccomp, SIGKILL): exceeding RLIMIT_FSIZE makes its own
+ * write() fail with EFBIG instead of killing it with SIGXFSZ (its children get SIGXFSZ); its own
+ * orphaned children are not reaped. The wall-clock watchdog stays with the supervisor
+ * (ca_child_read_line deadlines + sandbox_finish).
+ *
+ * Paths. argv[0] is an absolute path as seen inside the sandbox (no PATH search). Bind paths
+ * are absolute, without "." or ".." components; dst NULL means "the same path as src", which is
+ * what the worker needs (its plan names host paths, and they stay valid even when the
+ * filesystem layer is unavailable). A bind's dst must not lie inside a read-only bind unless it
+ * already exists there. Binds are made in the order given, after /tmp and /dev/shm, so
+ * destinations under those land in the sandbox's private tmpfs.
+ *
+ * Ownership. sb owns the child's pipes and its cgroup until sandbox_finish(); everything in
+ * opts is borrowed for the duration of sandbox_spawn() only. The child is started with a raw
+ * clone() carrying the namespace flags and synchronized over a socketpair (the parent writes
+ * the id maps and moves it into its cgroup, then says go; the child answers with its half of
+ * the report or one error line, then execs). The code between clone and execve allocates
+ * nothing and uses raw syscalls for id changes, so sandbox_spawn() may be called from a
+ * multi-threaded supervisor. */
+#ifndef CA_SANDBOX_SANDBOX_H
+#define CA_SANDBOX_SANDBOX_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "util/diag.h"
+#include "util/proc.h"
+
+#define SANDBOX_UNLIMITED    UINT64_MAX
+#define SANDBOX_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+enum sandbox_layer {
+	SANDBOX_USER_NS,
+	SANDBOX_MOUNT_NS,
+	SANDBOX_PID_NS,
+	SANDBOX_NET_NS,
+	SANDBOX_IPC_NS,
+	SANDBOX_UTS_NS,
+	SANDBOX_CGROUP_NS,
+	SANDBOX_FILESYSTEM,
+	SANDBOX_NO_NEW_PRIVS,
+	SANDBOX_CAPS,
+	SANDBOX_RLIMITS,
+	SANDBOX_CGROUP,
+	SANDBOX_SECCOMP,
+	SANDBOX_N_LAYERS
+};
+
+/* For sandbox_opts.disable: SANDBOX_BIT(SANDBOX_SECCOMP) | ... */
+#define SANDBOX_BIT(layer) (1u << (layer))
+
+struct sandbox_bind {
+	const char *src; /* absolute host path: a directory or a file */
+	const char *dst; /* absolute path inside; NULL: the same as src */
+	bool writable;   /* read-write (else read-only, nosuid, nodev) */
+	bool optional;   /* a missing src is skipped instead of being an error */
+};
+
+struct sandbox_opts {
+	/* The program's whole environment ("K=V", NULL-terminated; NULL: none). PATH
+	 * (SANDBOX_DEFAULT_PATH) and HOME=/tmp are added when absent. */
+	const char *const *env;
+	bool pass_ld_library_path; /* also pass the caller's LD_LIBRARY_PATH (if set) */
+	const char *cwd;           /* working directory inside; NULL: "/" */
+	const struct sandbox_bind *binds;
+	size_t n_binds;
+	uint64_t tmp_bytes; /* size cap of the private /tmp; 0: 1 GiB */
+	uint64_t shm_bytes; /* size cap of /dev/shm; 0: 64 MiB */
+	/* rlimits (soft = hard); 0: the default; SANDBOX_UNLIMITED: left as inherited */
+	uint64_t cpu_seconds; /* RLIMIT_CPU, default 600 (SIGKILL when reached) */
+	uint64_t fsize_bytes; /* RLIMIT_FSIZE, default 2 GiB */
+	uint64_t nofile;      /* RLIMIT_NOFILE, default 1024 */
+	uint64_t nproc;       /* RLIMIT_NPROC, default 256 (threads count; per uid, and with a user
+			       * namespace per uid in that namespace: only the sandbox's tasks) */
+	/* cgroup v2; 0: the default; SANDBOX_UNLIMITED: not written */
+	uint64_t memory_max;     /* memory.max (memory.swap.max is set to 0), default 32 GiB */
+	uint64_t pids_max;       /* pids.max, default 1024 */
+	const char *cgroup_root; /* where the child cgroup is made; NULL: /sys/fs/cgroup */
+	unsigned uid, gid;       /* ids the program runs as when the caller is root; 0: 65534 */
+	unsigned disable;        /* SANDBOX_BIT()s of layers not to attempt (tests, debugging):
+				  * user_ns, net_ns, ipc_ns, uts_ns, cgroup_ns, rlimits, cgroup,
+				  * seccomp; the others are always attempted */
+	bool strict;             /* fail (CA_ERR_UNSUPPORTED) if an attempted layer is off */
+	double setup_timeout_s;  /* limit on the sandbox setup before execve; 0: 30 s */
+};
+
+#define SANDBOX_DETAIL_MAX 192
+
+struct sandbox_layer_state {
+	bool on;
+	char detail[SANDBOX_DETAIL_MAX]; /* off: why (one line); on: what it amounts to */
+};
+
+struct sandbox_report {
+	struct sandbox_layer_state layer[SANDBOX_N_LAYERS];
+	unsigned uid, gid; /* host ids the program runs as */
+	int seccomp_rules; /* rules in the filter (0 when off) */
+};
+
+struct sandbox {
+	struct ca_child child; /* for ca_child_write / ca_child_read_line / ca_child_alive */
+	struct sandbox_report report;
+	char cgroup[PATH_MAX]; /* the child's cgroup directory ("" if none) */
+	bool oom_killed;       /* set by sandbox_finish from the cgroup's memory.events */
+};
+
+/* Starts argv (argv[0] absolute inside the sandbox) with stdin/stdout pipes in sb->child and
+ * stderr appended to stderr_path (a host path; NULL: inherited). opts NULL: all defaults.
+ * Returns 0 with sb->report filled, or a negative code (nothing left running, sb->child.pid
+ * is -1; sb->report says what had been decided). */
+int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sandbox_opts *opts,
+		  const char *stderr_path, struct ca_diag *d);
+
+/* ca_child_finish() on sb->child (the program and, through the PID namespace, everything it
+ * started die), then removes the cgroup (after noting an OOM kill in sb->oom_killed). Safe to
+ * call after a failed spawn. */
+void sandbox_finish(struct sandbox *sb, double grace_s, struct ca_run_result *r);
+
+/* "user_ns", "mount_ns", ..., "seccomp". */
+const char *sandbox_layer_name(enum sandbox_layer layer);
+
+/* The result's "isolation" object:
+ * {"sandbox": true, "namespaces": <user, mount, pid, net, ipc, uts all on>, "seccomp": bool,
+ *  "uid": n, "layers": {"<name>": {"on": bool, "detail": "..."}, ...},
+ *  "off": ["<name>: <reason>", ...], "note": "one line"}.
+ * The supervisor adds its own keys ("separate_process", "reference_outputs_hidden"). */
+json_t *sandbox_report_json(const struct sandbox_report *rep);
+
+/* The seccomp filter as a classic BPF program (seccomp.c): *filter is heap memory owned by the
+ * caller (free()), *len its instruction count, *rules the number of rules. */
+struct sock_filter;
+int sandbox_seccomp_build(struct sock_filter **filter, unsigned short *len, int *rules,
+			  struct ca_diag *d);
+
+#endif

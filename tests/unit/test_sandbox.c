@@ -1,0 +1,1046 @@
+/* Unit tests for src/sandbox: namespaces, filesystem view, seccomp, rlimits, the watchdog path,
+ * the report. The sandboxed programs are /bin/sh and a helper compiled at test time with cc.
+ * Parts that need user namespaces, root or cgroup v2 are skipped (with the reason printed) on
+ * machines without them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "sandbox/sandbox.h"
+#include "util/clock.h"
+#include "util/diag.h"
+#include "util/fs.h"
+#include "util/proc.h"
+
+#define TEST_NAME "sandbox"
+#include "unit/helpers.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+/* clang-format off */
+/* The helper: runs its arguments as a list of commands, one output line each, then "end". */
+static const char helper_src[] =
+	"#define _GNU_SOURCE\n"
+	"#include <arpa/inet.h>\n#include <dirent.h>\n#include <errno.h>\n#include <fcntl.h>\n"
+	"#include <netinet/in.h>\n#include <pthread.h>\n#include <sched.h>\n#include <signal.h>\n"
+	"#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <sys/mount.h>\n"
+	"#include <sys/ptrace.h>\n#include <sys/socket.h>\n#include <sys/syscall.h>\n"
+	"#include <sys/wait.h>\n#include <unistd.h>\n"
+	"extern char **environ;\n"
+	"static const char *en(int e) { const char *n = strerrorname_np(e); return n ? n : \"?\"; }\n"
+	"static void *thr(void *a) { return a; }\n"
+	"static int cmp(const void *a, const void *b) {\n"
+	"  return strcmp(*(char *const *)a, *(char *const *)b); }\n"
+	"int main(int argc, char **argv) {\n"
+	"  setvbuf(stdout, NULL, _IONBF, 0);\n"
+	"  for (int i = 1; i < argc; i++) {\n"
+	"    const char *c = argv[i];\n"
+	"    if (!strcmp(c, \"pid\")) {\n"
+	"      int n = 0; DIR *d = opendir(\"/proc\"); struct dirent *e;\n"
+	"      while (d && (e = readdir(d))) if (e->d_name[0] >= '0' && e->d_name[0] <= '9') n++;\n"
+	"      if (d) closedir(d);\n"
+	"      printf(\"pid %d ppid %d procs %d\\n\", getpid(), getppid(), n);\n"
+	"    } else if (!strcmp(c, \"connect\")) {\n"
+	"      int s = socket(AF_INET, SOCK_STREAM, 0); struct sockaddr_in a = {0};\n"
+	"      a.sin_family = AF_INET; a.sin_port = htons((unsigned short)atoi(argv[++i]));\n"
+	"      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);\n"
+	"      if (s < 0) printf(\"connect %s\\n\", en(errno));\n"
+	"      else if (connect(s, (struct sockaddr *)&a, sizeof a) == 0) printf(\"connect ok\\n\");\n"
+	"      else printf(\"connect %s\\n\", en(errno));\n"
+	"    } else if (!strcmp(c, \"inet\")) {\n"
+	"      int s = socket(AF_INET, SOCK_DGRAM, 0); printf(\"inet %s\\n\", s >= 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"netlink\")) {\n"
+	"      int s = socket(AF_NETLINK, SOCK_RAW, 0); printf(\"netlink %s\\n\", s >= 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"unix\")) {\n"
+	"      int sv[2]; int s = socket(AF_UNIX, SOCK_STREAM, 0);\n"
+	"      printf(\"unix %s\\n\", s >= 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"ptrace\")) {\n"
+	"      printf(\"ptrace %s\\n\", ptrace(PTRACE_TRACEME, 0, 0, 0) == 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"unshare\")) {\n"
+	"      printf(\"unshare %s\\n\", unshare(CLONE_NEWNS) == 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"mount\")) {\n"
+	"      printf(\"mount %s\\n\", mount(\"none\", \"/tmp\", \"tmpfs\", 0, 0) == 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"uring\")) {\n"
+	"      char params[120] = {0}; long r = syscall(SYS_io_uring_setup, 4, params);\n"
+	"      printf(\"uring %s\\n\", r >= 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"clonens\")) {\n"
+	"      long r = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);\n"
+	"      if (r == 0) _exit(0);\n"
+	"      printf(\"clonens %s\\n\", r > 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"thread\")) {\n"
+	"      pthread_t t; int r = pthread_create(&t, 0, thr, 0);\n"
+	"      if (!r) pthread_join(t, 0);\n"
+	"      pid_t p = fork(); if (p == 0) _exit(3); int st = 0; waitpid(p, &st, 0);\n"
+	"      printf(\"thread %s fork %d\\n\", r ? en(r) : \"ok\", WEXITSTATUS(st));\n"
+	"    } else if (!strcmp(c, \"write\")) {\n"
+	"      const char *p = argv[++i]; int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);\n"
+	"      if (fd < 0 || write(fd, \"data\\n\", 5) != 5) printf(\"write %s %s\\n\", p, en(errno));\n"
+	"      else printf(\"write %s ok\\n\", p);\n"
+	"      if (fd >= 0) close(fd);\n"
+	"    } else if (!strcmp(c, \"read\")) {\n"
+	"      const char *p = argv[++i]; char b[64]; int fd = open(p, O_RDONLY);\n"
+	"      ssize_t n = fd >= 0 ? read(fd, b, sizeof b - 1) : -1;\n"
+	"      if (n < 0) printf(\"read %s %s\\n\", p, en(errno));\n"
+	"      else { b[n] = 0; b[strcspn(b, \"\\n\")] = 0; printf(\"read %s ok %s\\n\", p, b); }\n"
+	"      if (fd >= 0) close(fd);\n"
+	"    } else if (!strcmp(c, \"ls\")) {\n"
+	"      const char *p = argv[++i]; DIR *d = opendir(p); struct dirent *e; char *names[256]; int n = 0;\n"
+	"      if (!d) { printf(\"ls %s %s\\n\", p, en(errno)); continue; }\n"
+	"      while ((e = readdir(d)) && n < 256) if (e->d_name[0] != '.') names[n++] = strdup(e->d_name);\n"
+	"      closedir(d); qsort(names, (size_t)n, sizeof names[0], cmp);\n"
+	"      printf(\"ls %s\", p); for (int k = 0; k < n; k++) printf(\" %s\", names[k]); printf(\"\\n\");\n"
+	"    } else if (!strcmp(c, \"fork\")) {\n"
+	"      int max = atoi(argv[++i]), n = 0, err = 0;\n"
+	"      for (; n < max; n++) { pid_t p = fork(); if (p == 0) { close(1); pause(); _exit(0); }\n"
+	"        if (p < 0) { err = errno; break; } }\n"
+	"      printf(\"fork %d %s\\n\", n, err ? en(err) : \"none\");\n"
+	"    } else if (!strcmp(c, \"spin\")) {\n"
+	"      printf(\"spinning\\n\"); for (volatile unsigned long k = 0;; k++) ;\n"
+	"    } else if (!strcmp(c, \"bigwrite\")) {\n"
+	"      const char *p = argv[++i]; long want = atol(argv[++i]), done = 0; static char b[65536];\n"
+	"      int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644), err = 0;\n"
+	"      while (fd >= 0 && done < want) { ssize_t w = write(fd, b, sizeof b);\n"
+	"        if (w <= 0) { err = errno; break; } done += w; }\n"
+	"      printf(\"bigwrite %ld %s\\n\", done, err ? en(err) : \"none\");\n"
+	"    } else if (!strcmp(c, \"status\")) {\n"
+	"      char line[256]; FILE *f = fopen(\"/proc/self/status\", \"r\");\n"
+	"      printf(\"status\");\n"
+	"      while (f && fgets(line, sizeof line, f)) {\n"
+	"        line[strcspn(line, \"\\n\")] = 0;\n"
+	"        if (!strncmp(line, \"Uid:\", 4) || !strncmp(line, \"CapEff:\", 7) || !strncmp(line, \"CapPrm:\", 7)\n"
+	"            || !strncmp(line, \"CapBnd:\", 7) || !strncmp(line, \"NoNewPrivs:\", 11) || !strncmp(line, \"Seccomp:\", 8)) {\n"
+	"          for (char *q = line; *q; q++) if (*q == '\\t') *q = ' ';\n"
+	"          printf(\" [%s]\", line); } }\n"
+	"      printf(\"\\n\"); if (f) fclose(f);\n"
+	"    } else if (!strcmp(c, \"env\")) {\n"
+	"      printf(\"env\"); for (char **e = environ; *e; e++) printf(\" %s\", *e); printf(\"\\n\");\n"
+	"    } else if (!strcmp(c, \"fds\")) {\n"
+	"      DIR *d = opendir(\"/proc/self/fd\"); struct dirent *e; printf(\"fds\");\n"
+	"      while (d && (e = readdir(d))) if (e->d_name[0] != '.' && atoi(e->d_name) != dirfd(d))\n"
+	"        printf(\" %s\", e->d_name);\n"
+	"      printf(\"\\n\"); if (d) closedir(d);\n"
+	"    } else if (!strcmp(c, \"hostname\")) {\n"
+	"      char h[128] = \"\"; gethostname(h, sizeof h); printf(\"hostname %s\\n\", h);\n"
+	"    } else if (!strcmp(c, \"cwd\")) {\n"
+	"      char w[512] = \"\"; printf(\"cwd %s\\n\", getcwd(w, sizeof w) ? w : en(errno));\n"
+	"    } else { printf(\"unknown %s\\n\", c); }\n"
+	"  }\n"
+	"  printf(\"end\\n\");\n"
+	"  return 0;\n"
+	"}\n";
+/* clang-format on */
+
+static char helper[PATH_MAX];       /* <tmpdir>/bin/helper */
+static char bindir[PATH_MAX];       /* <tmpdir>/bin */
+static struct sandbox_report probe; /* the report of a default spawn, for skip decisions */
+static bool probe_ok;
+
+static bool layer_on(enum sandbox_layer l)
+{
+	return probe_ok && probe.layer[l].on;
+}
+
+/* Skips the calling test when a layer it needs is off here, saying why. */
+#define NEED_LAYER(l)                                                          \
+	do {                                                                   \
+		if (!layer_on(l)) {                                            \
+			printf("  skipped: the %s layer is off here (%s)\n",   \
+			       sandbox_layer_name(l),                          \
+			       probe_ok ? probe.layer[l].detail : "no probe"); \
+			skip();                                                \
+		}                                                              \
+	} while (0)
+
+/* Runs argv in the sandbox, collects its stdout lines (joined with '\n') until EOF or
+ * `timeout_s`, then finishes it (grace 5 s). Returns sandbox_spawn's code. */
+static int run_sb(const struct sandbox_opts *o, const char *const *argv, char *out, size_t size,
+		  double timeout_s, struct ca_run_result *fate, struct sandbox_report *rep,
+		  struct ca_diag *d)
+{
+	struct sandbox sb;
+	size_t off = 0;
+	double end = ca_now() + timeout_s;
+	char err_path[PATH_MAX];
+	assert_int_equal(ca_path_join(err_path, sizeof err_path, tmpdir, "stderr.txt"), 0);
+	int rc = sandbox_spawn(&sb, argv, o, err_path, d);
+	out[0] = '\0';
+	memset(fate, 0, sizeof *fate);
+	if (rep)
+		*rep = sb.report;
+	if (rc)
+		return rc;
+	close(sb.child.to_child);
+	sb.child.to_child = -1;
+	for (;;) {
+		char *line = NULL;
+		struct ca_diag rd;
+		double left = end - ca_now();
+		if (left <= 0 || ca_child_read_line(&sb.child, 65536, left, &line, &rd) != 0)
+			break;
+		int n = snprintf(out + off, size - off, "%s%s", off ? "\n" : "", line);
+		if (n > 0 && (size_t)n < size - off)
+			off += (size_t)n;
+		free(line);
+	}
+	sandbox_finish(&sb, 5.0, fate);
+	return 0;
+}
+
+/* The helper with commands, default options plus the helper's directory bound. */
+static int run_helper(struct sandbox_opts *o, const char *const *cmds, char *out, size_t size,
+		      struct ca_run_result *fate, struct ca_diag *d)
+{
+	const char *argv[32] = {helper};
+	size_t n = 1;
+	for (; cmds && cmds[n - 1] && n < 31; n++)
+		argv[n] = cmds[n - 1];
+	argv[n] = NULL;
+	return run_sb(o, argv, out, size, 20.0, fate, NULL, d);
+}
+
+static int group_setup(void **state)
+{
+	char src[PATH_MAX], cmd[3 * PATH_MAX];
+	struct sandbox_bind bind;
+	struct sandbox_opts o = {0};
+	struct ca_run_result fate;
+	struct ca_diag d;
+	FILE *f;
+
+	if (setup_dir(state))
+		return -1;
+	if (ca_path_join(bindir, sizeof bindir, tmpdir, "bin") ||
+	    ca_path_join(helper, sizeof helper, bindir, "helper") ||
+	    ca_path_join(src, sizeof src, tmpdir, "helper.c"))
+		return -1;
+	if (mkdir(bindir, 0755) != 0 || chmod(bindir, 0755) != 0)
+		return -1;
+	f = fopen(src, "w");
+	if (!f)
+		return -1;
+	fputs(helper_src, f);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "cc -O1 -o %s %s -lpthread", helper, src);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "cannot compile the test helper\n");
+		return -1;
+	}
+	/* Probe: what does this machine give? */
+	bind = (struct sandbox_bind){.src = bindir};
+	o.binds = &bind;
+	o.n_binds = 1;
+	{
+		const char *argv[] = {helper, "pid", NULL};
+		struct sandbox sb;
+		if (sandbox_spawn(&sb, argv, &o, NULL, &d) == 0) {
+			probe = sb.report;
+			if (getenv("CA_TEST_VERBOSE")) {
+				json_t *j = sandbox_report_json(&probe);
+				char *text = json_dumps(j, JSON_INDENT(1));
+				printf("%s\n", text);
+				free(text);
+				json_decref(j);
+			}
+			probe_ok = true;
+			sandbox_finish(&sb, 5.0, &fate);
+		} else {
+			printf("  probe failed: %s\n", d.msg);
+		}
+	}
+	for (int l = 0; l < SANDBOX_N_LAYERS; l++)
+		if (probe_ok && !probe.layer[l].on)
+			printf("  note: %s off here: %s\n",
+			       sandbox_layer_name((enum sandbox_layer)l), probe.layer[l].detail);
+	return 0;
+}
+
+static void base_opts(struct sandbox_opts *o, struct sandbox_bind *binds, size_t n)
+{
+	memset(o, 0, sizeof *o);
+	binds[0] = (struct sandbox_bind){.src = bindir};
+	o->binds = binds;
+	o->n_binds = n;
+}
+
+/* ---- report ------------------------------------------------------------------------------------
+ */
+
+static void test_report_json(void **state)
+{
+	(void)state;
+	assert_true(probe_ok);
+	json_t *j = sandbox_report_json(&probe);
+	json_t *layers = json_object_get(j, "layers"), *off = json_object_get(j, "off");
+	size_t n_off = 0;
+	assert_true(json_is_true(json_object_get(j, "sandbox")));
+	assert_true(json_is_boolean(json_object_get(j, "namespaces")));
+	assert_true(json_is_boolean(json_object_get(j, "seccomp")));
+	assert_true(json_is_integer(json_object_get(j, "uid")));
+	assert_true(json_is_string(json_object_get(j, "note")));
+	assert_int_equal(json_object_size(layers), SANDBOX_N_LAYERS);
+	for (int l = 0; l < SANDBOX_N_LAYERS; l++) {
+		json_t *e = json_object_get(layers, sandbox_layer_name((enum sandbox_layer)l));
+		assert_non_null(e);
+		assert_true(json_is_boolean(json_object_get(e, "on")));
+		assert_true(json_is_string(json_object_get(e, "detail")));
+		assert_int_equal(json_is_true(json_object_get(e, "on")), probe.layer[l].on);
+		if (!probe.layer[l].on) {
+			n_off++;
+			/* every layer that is off says why */
+			assert_true(strlen(probe.layer[l].detail) > 5);
+		}
+	}
+	assert_int_equal(json_array_size(off), n_off);
+	assert_int_equal(json_is_true(json_object_get(j, "seccomp")),
+			 probe.layer[SANDBOX_SECCOMP].on);
+	bool ns = true;
+	for (int l = SANDBOX_USER_NS; l <= SANDBOX_UTS_NS; l++)
+		ns = ns && probe.layer[l].on;
+	assert_int_equal(json_is_true(json_object_get(j, "namespaces")), ns);
+	if (probe.layer[SANDBOX_SECCOMP].on) {
+		int rules = 0;
+		assert_int_equal(
+			sscanf(probe.layer[SANDBOX_SECCOMP].detail, "on (%d rules)", &rules), 1);
+		assert_int_equal(rules, probe.seccomp_rules);
+		assert_true(rules >= 30);
+	}
+	/* cgroup v2: on where /sys/fs/cgroup is a writable cgroup2 with memory, else said why */
+	struct statfs sf;
+	if (statfs("/sys/fs/cgroup", &sf) != 0 || sf.f_type != CGROUP2_SUPER_MAGIC) {
+		assert_false(probe.layer[SANDBOX_CGROUP].on);
+		assert_non_null(
+			strstr(probe.layer[SANDBOX_CGROUP].detail, "cgroup v2 not available"));
+	}
+	if (geteuid() == 0)
+		assert_int_equal(probe.uid, 65534);
+	else
+		assert_int_equal(probe.uid, geteuid());
+	/* this machine (root, user namespaces) gets every layer but maybe the cgroup */
+	if (geteuid() == 0 && layer_on(SANDBOX_USER_NS))
+		for (int l = 0; l < SANDBOX_N_LAYERS; l++)
+			if (l != SANDBOX_CGROUP)
+				assert_true(probe.layer[l].on);
+	json_decref(j);
+}
+
+/* ---- namespaces ---------------------------------------------------------------------------------
+ */
+
+static void test_pid_namespace(void **state)
+{
+	(void)state;
+	NEED_LAYER(SANDBOX_PID_NS);
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	char out[4096];
+	base_opts(&o, b, 1);
+	const char *cmds[] = {"pid", "hostname", NULL};
+	assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
+	/* PID 1, no parent in its namespace, and /proc shows itself only */
+	assert_non_null(strstr(out, "pid 1 ppid 0 procs 1\n"));
+	if (layer_on(SANDBOX_UTS_NS))
+		assert_non_null(strstr(out, "hostname sandbox\n"));
+	assert_int_equal(fate.exit_code, 0);
+
+	/* through a shell: the shell is PID 1, the helper PID 2, nothing else */
+	char script[PATH_MAX + 32];
+	snprintf(script, sizeof script, "%s pid; echo $$", helper);
+	const char *sh[] = {"/bin/sh", "-c", script, NULL};
+	assert_int_equal(run_sb(&o, sh, out, sizeof out, 10, &fate, NULL, &d), 0);
+	assert_string_equal(out, "pid 2 ppid 1 procs 2\nend\n1");
+}
+
+static int listen_local(int *port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof a;
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 || listen(s, 4) != 0 ||
+	    getsockname(s, (struct sockaddr *)&a, &len) != 0)
+		return -1;
+	*port = ntohs(a.sin_port);
+	return s;
+}
+
+static void test_network(void **state)
+{
+	(void)state;
+	NEED_LAYER(SANDBOX_NET_NS);
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct ca_run_result fate;
+	struct ca_run_opts ro = {.timeout_s = 10};
+	struct ca_diag d;
+	char out[4096], port_s[16];
+	int port = 0, s = listen_local(&port);
+	assert_true(s >= 0);
+	snprintf(port_s, sizeof port_s, "%d", port);
+
+	/* the same helper outside reaches the listener: the test can tell */
+	const char *outside[] = {helper, "connect", port_s, NULL};
+	assert_int_equal(ca_run(outside, &ro, &fate, &d), 0);
+	assert_non_null(strstr(fate.out, "connect ok"));
+	ca_run_result_free(&fate);
+
+	/* inside, without seccomp (which would kill the socket() call): no route */
+	base_opts(&o, b, 1);
+	o.disable = SANDBOX_BIT(SANDBOX_SECCOMP);
+	const char *cmds[] = {"connect", port_s, "ls", "/sys/class/net", NULL};
+	assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
+	assert_null(strstr(out, "connect ok"));
+	assert_non_null(strstr(out, "connect ENETUNREACH"));
+	assert_non_null(strstr(out, "ls /sys/class/net lo\n"));
+	close(s);
+}
+
+/* ---- filesystem ---------------------------------------------------------------------------------
+ */
+
+static void write_text(const char *path, const char *text)
+{
+	struct ca_diag d;
+	assert_int_equal(ca_write_file_atomic(path, text, strlen(text), &d), 0);
+}
+
+static void test_filesystem(void **state)
+{
+	(void)state;
+	NEED_LAYER(SANDBOX_FILESYSTEM);
+	char ro[PATH_MAX], rw[PATH_MAX], priv[PATH_MAX], secret[PATH_MAX], hello[PATH_MAX];
+	char ro_new[PATH_MAX], rw_new[PATH_MAX], cwd[PATH_MAX], mine[PATH_MAX], exp[PATH_MAX + 64];
+	char out[8192], leak[64];
+	struct sandbox_bind b[4];
+	struct sandbox_opts o;
+	struct ca_run_result fate;
+	struct ca_diag d;
+
+	snprintf(leak, sizeof leak, "/tmp/ca-sbx-leak-%d", (int)getpid());
+	tmp_path(ro, sizeof ro, "ro");
+	tmp_path(rw, sizeof rw, "rw");
+	tmp_path(priv, sizeof priv, "private");
+	assert_int_equal(ca_mkdirs(ro, 0755, &d), 0);
+	assert_int_equal(ca_mkdirs(rw, 0755, &d), 0);
+	assert_int_equal(ca_mkdirs(priv, 0755, &d), 0);
+	assert_int_equal(ca_path_join(hello, sizeof hello, ro, "hello"), 0);
+	assert_int_equal(ca_path_join(secret, sizeof secret, priv, "secret"), 0);
+	assert_int_equal(ca_path_join(ro_new, sizeof ro_new, ro, "new"), 0);
+	assert_int_equal(ca_path_join(rw_new, sizeof rw_new, rw, "new"), 0);
+	write_text(hello, "hi there\n");
+	write_text(secret, "reference outputs\n");
+	chmod(hello, 0644);
+	assert_non_null(getcwd(cwd, sizeof cwd));
+	assert_int_equal(ca_path_join(mine, sizeof mine, cwd, "Makefile"), 0);
+
+	base_opts(&o, b, 3);
+	b[1] = (struct sandbox_bind){.src = ro};
+	b[2] = (struct sandbox_bind){.src = rw, .writable = true};
+	const char *cmds[] = {"write", "/usr/sbx-test",
+			      "write", "/etc/sbx-test",
+			      "write", "/sbx-test",
+			      "write", leak,
+			      "read",  leak,
+			      "read",  secret,
+			      "ls",    priv,
+			      "read",  hello,
+			      "write", ro_new,
+			      "write", rw_new,
+			      "read",  mine,
+			      "ls",    "/root",
+			      "write", "/dev/null",
+			      "read",  "/etc/hostname",
+			      NULL};
+	assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
+	assert_int_equal(fate.exit_code, 0);
+	assert_non_null(strstr(out, "write /usr/sbx-test EROFS\n"));
+	assert_non_null(strstr(out, "write /etc/sbx-test EROFS\n"));
+	assert_non_null(strstr(out, "write /sbx-test EROFS\n"));
+	snprintf(exp, sizeof exp, "write %s ok\n", leak);
+	assert_non_null(strstr(out, exp));
+	snprintf(exp, sizeof exp, "read %s ok data\n", leak);
+	assert_non_null(strstr(out, exp));
+	snprintf(exp, sizeof exp, "read %s ENOENT\n", secret); /* the unbound dir is not there */
+	assert_non_null(strstr(out, exp));
+	snprintf(exp, sizeof exp, "ls %s ENOENT\n", priv);
+	assert_non_null(strstr(out, exp));
+	snprintf(exp, sizeof exp, "read %s ok hi there\n", hello);
+	assert_non_null(strstr(out, exp));
+	snprintf(exp, sizeof exp, "write %s EROFS\n", ro_new);
+	assert_non_null(strstr(out, exp));
+	snprintf(exp, sizeof exp, "write %s ok\n", rw_new);
+	assert_non_null(strstr(out, exp));
+	snprintf(exp, sizeof exp, "read %s ENOENT\n", mine); /* the test's own checkout */
+	assert_non_null(strstr(out, exp));
+	assert_non_null(strstr(out, "ls /root ENOENT\n"));
+	assert_non_null(strstr(out, "write /dev/null ok\n"));
+	assert_null(strstr(out, "read /etc/hostname ENOENT"));
+	/* the writable bind's write reached the host; the read-only one stayed unchanged */
+	{
+		char *text = NULL;
+		size_t len = 0;
+		assert_int_equal(ca_read_file(rw_new, 64, &text, &len, &d), 0);
+		assert_string_equal(text, "data\n");
+		free(text);
+		assert_false(ca_is_file(ro_new));
+	}
+	/* nothing the sandbox wrote to its /tmp reached the host's */
+	assert_int_equal(access(leak, F_OK), -1);
+
+	/* dst different from src, cwd, a single file bound (the worker's plan.json is), and a
+	 * directory under /dev/shm (where the supervisor keeps its run directories) */
+	char shm[64], shm_file[96];
+	bool have_shm = ca_is_dir("/dev/shm");
+	snprintf(shm, sizeof shm, "/dev/shm/ca-sbx-test-%d", (int)getpid());
+	snprintf(shm_file, sizeof shm_file, "%s/in", shm);
+	if (have_shm) {
+		assert_int_equal(ca_mkdirs(shm, 0755, &d), 0);
+		write_text(shm_file, "from shm\n");
+		chmod(shm_file, 0644);
+	}
+	char other[PATH_MAX];
+	assert_int_equal(ca_path_join(other, sizeof other, ro, "other"), 0);
+	write_text(other, "not bound\n");
+	b[1] = (struct sandbox_bind){.src = ro, .dst = "/data/in"};
+	b[2] = (struct sandbox_bind){.src = hello};
+	b[3] = (struct sandbox_bind){.src = shm, .optional = true};
+	o.n_binds = have_shm ? 4 : 3;
+	o.cwd = "/data/in";
+	const char *cmds2[] = {"read", "/data/in/hello", "cwd",    "read", hello,      "ls",
+			       ro,     "read",           shm_file, "ls",   "/data/in", NULL};
+	assert_int_equal(run_helper(&o, cmds2, out, sizeof out, &fate, &d), 0);
+	assert_non_null(strstr(out, "read /data/in/hello ok hi there\n"));
+	assert_non_null(strstr(out, "cwd /data/in\n"));
+	snprintf(exp, sizeof exp, "read %s ok hi there\n", hello);
+	assert_non_null(strstr(out, exp));
+	snprintf(exp, sizeof exp, "ls %s hello\n", ro); /* only the bound file is there */
+	assert_non_null(strstr(out, exp));
+	assert_non_null(strstr(out, "ls /data/in hello other\n"));
+	if (have_shm) {
+		snprintf(exp, sizeof exp, "read %s ok from shm\n", shm_file);
+		assert_non_null(strstr(out, exp));
+		assert_int_equal(ca_remove_tree(shm, &d), 0);
+	}
+}
+
+/* ---- seccomp ------------------------------------------------------------------------------------
+ */
+
+static void test_seccomp(void **state)
+{
+	(void)state;
+	NEED_LAYER(SANDBOX_SECCOMP);
+	static const char *const killed[] = {"ptrace", "unshare", "inet",   "netlink",
+					     "mount",  "clonens", "uring"};
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	char out[4096];
+	base_opts(&o, b, 1);
+
+	for (size_t i = 0; i < sizeof killed / sizeof killed[0]; i++) {
+		const char *cmds[] = {"pid", killed[i], NULL};
+		assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
+		if (fate.term_signal != SIGSYS)
+			fail_msg("%s: expected SIGSYS, got signal %d exit %d: %s", killed[i],
+				 fate.term_signal, fate.exit_code, out);
+		assert_non_null(strstr(out, "pid ")); /* it ran up to the forbidden call */
+		assert_null(strstr(out, "end"));
+	}
+	/* what the worker needs still works: AF_UNIX sockets, threads (clone3 -> ENOSYS ->
+	 * clone), fork */
+	const char *ok[] = {"unix", "thread", NULL};
+	assert_int_equal(run_helper(&o, ok, out, sizeof out, &fate, &d), 0);
+	assert_string_equal(out, "unix ok\nthread ok fork 3\nend");
+	assert_int_equal(fate.term_signal, 0);
+	assert_int_equal(fate.exit_code, 0);
+
+	/* the same calls without the filter are not killed (the test can fail) */
+	o.disable = SANDBOX_BIT(SANDBOX_SECCOMP);
+	const char *free_cmds[] = {"inet", "ptrace", "uring", NULL};
+	assert_int_equal(run_helper(&o, free_cmds, out, sizeof out, &fate, &d), 0);
+	assert_int_equal(fate.term_signal, 0);
+	assert_non_null(strstr(out, "inet ok\n"));
+	assert_non_null(strstr(out, "\nend")); /* io_uring may be switched off by a sysctl */
+}
+
+static void test_identity_and_env(void **state)
+{
+	(void)state;
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	char out[4096], exp[128];
+	const char *env[] = {"FOO=bar", "NOEQUALS", NULL};
+	base_opts(&o, b, 1);
+	o.env = env;
+	setenv("LD_LIBRARY_PATH", "/nonexistent/lib", 1);
+
+	/* a descriptor the supervisor forgot to make close-on-exec (a directory would be a way
+	 * around the new root) does not reach the program */
+	int leaky = open(tmpdir, O_RDONLY | O_DIRECTORY);
+	assert_true(leaky >= 3);
+	const char *cmds[] = {"status", "env", "fds", NULL};
+	assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
+	assert_non_null(strstr(out, "\nfds 0 1 2\n"));
+	{
+		/* (outside the sandbox the same helper does see it) */
+		struct ca_run_opts ro = {.timeout_s = 10};
+		const char *argv[] = {helper, "fds", NULL};
+		char want[32], want_last[32];
+		snprintf(want, sizeof want, " %d ", leaky);
+		snprintf(want_last, sizeof want_last, " %d\n", leaky);
+		assert_int_equal(ca_run(argv, &ro, &fate, &d), 0);
+		if (!strstr(fate.out, want) && !strstr(fate.out, want_last))
+			fail_msg("fd %d not inherited outside: %s", leaky, fate.out);
+		ca_run_result_free(&fate);
+	}
+	close(leaky);
+	unsigned uid = geteuid() == 0 ? 65534u : (unsigned)geteuid();
+	snprintf(exp, sizeof exp, "[Uid: %u %u %u %u]", uid, uid, uid, uid);
+	assert_non_null(strstr(out, exp));
+	if (layer_on(SANDBOX_CAPS)) {
+		assert_non_null(strstr(out, "[CapEff: 0000000000000000]"));
+		assert_non_null(strstr(out, "[CapPrm: 0000000000000000]"));
+	}
+	if (layer_on(SANDBOX_CAPS) && geteuid() == 0)
+		assert_non_null(strstr(out, "[CapBnd: 0000000000000000]"));
+	if (layer_on(SANDBOX_NO_NEW_PRIVS))
+		assert_non_null(strstr(out, "[NoNewPrivs: 1]"));
+	if (layer_on(SANDBOX_SECCOMP))
+		assert_non_null(strstr(out, "[Seccomp: 2]"));
+	/* exactly the given environment plus PATH and HOME */
+	assert_non_null(strstr(out, "\nenv FOO=bar PATH=" SANDBOX_DEFAULT_PATH " HOME=/tmp\n"));
+
+	o.pass_ld_library_path = true;
+	const char *cmds2[] = {"env", NULL};
+	assert_int_equal(run_helper(&o, cmds2, out, sizeof out, &fate, &d), 0);
+	assert_non_null(strstr(out, " LD_LIBRARY_PATH=/nonexistent/lib"));
+	unsetenv("LD_LIBRARY_PATH");
+}
+
+/* ---- rlimits ------------------------------------------------------------------------------------
+ */
+
+static void test_rlimit_fsize(void **state)
+{
+	(void)state;
+	NEED_LAYER(SANDBOX_RLIMITS);
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	char out[4096], big[PATH_MAX], script[2 * PATH_MAX + 128], err_path[PATH_MAX], tail[1024];
+	base_opts(&o, b, 1);
+	o.fsize_bytes = 1u << 20;
+	/* the sandbox's private /tmp, or (without the filesystem layer) the test's directory */
+	if (layer_on(SANDBOX_FILESYSTEM))
+		snprintf(big, sizeof big, "/tmp/big");
+	else
+		assert_int_equal(ca_path_join(big, sizeof big, tmpdir, "big"), 0);
+	/* a child of the program is killed with SIGXFSZ (128 + 25) */
+	snprintf(script, sizeof script, "head -c 4194304 /dev/zero > %s; echo $?; wc -c < %s", big,
+		 big);
+	const char *sh[] = {"/bin/sh", "-c", script, NULL};
+	assert_int_equal(run_sb(&o, sh, out, sizeof out, 10, &fate, NULL, &d), 0);
+	assert_string_equal(out, "153\n1048576");
+	assert_int_equal(ca_path_join(err_path, sizeof err_path, tmpdir, "stderr.txt"), 0);
+	ca_file_tail(err_path, 3, tail, sizeof tail);
+	assert_non_null(strstr(tail, "File size limit exceeded")); /* stderr went there */
+	/* the program itself: as PID 1 it ignores SIGXFSZ and gets EFBIG at the limit */
+	const char *cmds[] = {"bigwrite", big, "4194304", NULL};
+	assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
+	if (layer_on(SANDBOX_PID_NS)) {
+		assert_non_null(strstr(out, "bigwrite 1048576 EFBIG\n"));
+	} else {
+		assert_int_equal(fate.term_signal, SIGXFSZ);
+		assert_string_equal(out, "");
+	}
+}
+
+static void test_rlimit_nproc(void **state)
+{
+	(void)state;
+	NEED_LAYER(SANDBOX_RLIMITS);
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	char out[4096];
+	int n = -1;
+	char err[32] = "";
+	double t0 = ca_now();
+	base_opts(&o, b, 1);
+	o.nproc = 16;
+	const char *cmds[] = {"fork", "1000", NULL};
+	assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
+	assert_int_equal(sscanf(out, "fork %d %31s", &n, err), 2);
+	/* the helper itself counts: at most 15 more */
+	assert_true(n >= 8 && n < 16);
+	assert_string_equal(err, "EAGAIN");
+	assert_true(ca_now() - t0 < 10);
+	if (layer_on(SANDBOX_USER_NS)) {
+		/* per uid inside the user namespace: a second sandbox of the same uid running
+		 * at the same time gets its own count */
+		struct sandbox sb;
+		const char *argv[] = {helper, "fork", "10", "fork", "0", NULL};
+		assert_int_equal(sandbox_spawn(&sb, argv, &o, NULL, &d), 0);
+		char *line = NULL;
+		assert_int_equal(ca_child_read_line(&sb.child, 4096, 10, &line, &d), 0);
+		assert_string_equal(line, "fork 10 none");
+		free(line);
+		assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
+		assert_int_equal(sscanf(out, "fork %d %31s", &n, err), 2);
+		assert_true(n >= 8 && n < 16);
+		sandbox_finish(&sb, 0, &fate);
+	}
+}
+
+static void test_rlimit_cpu(void **state)
+{
+	(void)state;
+	NEED_LAYER(SANDBOX_RLIMITS);
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	char out[4096];
+	double t0 = ca_now();
+	base_opts(&o, b, 1);
+	o.cpu_seconds = 1;
+	const char *cmds[] = {"spin", NULL};
+	assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
+	assert_string_equal(out, "spinning");
+	assert_int_equal(fate.term_signal, SIGKILL);
+	assert_false(fate.timed_out);
+	assert_true(ca_now() - t0 < 6);
+}
+
+/* ---- the watchdog path --------------------------------------------------------------------------
+ */
+
+/* Host processes whose PID namespace is `ns` ("pid:[N]"). */
+static int count_in_ns(const char *ns)
+{
+	DIR *dir = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+	assert_non_null(dir);
+	while ((e = readdir(dir))) {
+		char link[300], target[64];
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(link, sizeof link, "/proc/%s/ns/pid", e->d_name);
+		ssize_t k = readlink(link, target, sizeof target - 1);
+		if (k <= 0)
+			continue;
+		target[k] = '\0';
+		if (strcmp(target, ns) == 0)
+			n++;
+	}
+	closedir(dir);
+	return n;
+}
+
+static void test_watchdog_kills_everything(void **state)
+{
+	(void)state;
+	NEED_LAYER(SANDBOX_PID_NS);
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct sandbox sb;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	char link[64], ns[64], *line = NULL;
+	base_opts(&o, b, 1);
+	/* a grandchild that would outlive a plain kill of the child, and a child that ignores
+	 * stdin EOF and sleeps "forever" */
+	const char *sh[] = {"/bin/sh", "-c", "sleep 100 & sleep 100 & echo started; wait", NULL};
+	assert_int_equal(sandbox_spawn(&sb, sh, &o, NULL, &d), 0);
+	assert_int_equal(ca_child_read_line(&sb.child, 4096, 10, &line, &d), 0);
+	assert_string_equal(line, "started");
+	free(line);
+	snprintf(link, sizeof link, "/proc/%d/ns/pid", (int)sb.child.pid);
+	ssize_t k = readlink(link, ns, sizeof ns - 1);
+	assert_true(k > 0);
+	ns[k] = '\0';
+	assert_int_equal(count_in_ns(ns), 3); /* sh + two sleeps */
+	/* it does not end by itself */
+	assert_int_equal(ca_child_read_line(&sb.child, 4096, 0.3, &line, &d), CA_ERR_TIMEOUT);
+	double t0 = ca_now();
+	sandbox_finish(&sb, 0.2, &fate);
+	assert_true(fate.timed_out);
+	assert_true(ca_now() - t0 < 3);
+	/* the namespace died with its init: no process is left in it */
+	assert_int_equal(count_in_ns(ns), 0);
+	assert_int_equal(sb.child.pid, -1);
+}
+
+/* ---- fallback, errors, strictness, cgroups ------------------------------------------------------
+ */
+
+static void test_without_user_namespace(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		printf("  skipped: namespaces without a user namespace need root\n");
+		skip();
+	}
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct ca_run_result fate;
+	struct sandbox_report rep;
+	struct ca_diag d;
+	char out[4096];
+	base_opts(&o, b, 1);
+	o.disable = SANDBOX_BIT(SANDBOX_USER_NS);
+	o.nproc = 16;
+	const char *argv[] = {helper, "pid", "status", "write", "/usr/x", "fork", "1000", NULL};
+	assert_int_equal(run_sb(&o, argv, out, sizeof out, 20, &fate, &rep, &d), 0);
+	assert_false(rep.layer[SANDBOX_USER_NS].on);
+	assert_string_equal(rep.layer[SANDBOX_USER_NS].detail, "disabled by the caller");
+	for (int l = SANDBOX_MOUNT_NS; l <= SANDBOX_UTS_NS; l++)
+		assert_true(rep.layer[l].on);
+	assert_true(rep.layer[SANDBOX_FILESYSTEM].on);
+	assert_true(rep.layer[SANDBOX_CAPS].on);
+	assert_non_null(strstr(out, "pid 1 ppid 0 procs 1\n"));
+	assert_non_null(strstr(out, "[Uid: 65534 65534 65534 65534]"));
+	assert_non_null(strstr(out, "[CapEff: 0000000000000000]"));
+	assert_non_null(strstr(out, "[CapBnd: 0000000000000000]"));
+	assert_non_null(strstr(out, "write /usr/x EROFS\n"));
+	/* RLIMIT_NPROC counts the host uid's processes here; still bounded */
+	int n = -1;
+	const char *f = strstr(out, "fork ");
+	assert_non_null(f);
+	assert_int_equal(sscanf(f, "fork %d", &n), 1);
+	assert_true(n < 16);
+}
+
+static void test_errors(void **state)
+{
+	(void)state;
+	struct sandbox_bind b[2];
+	struct sandbox_opts o;
+	struct sandbox sb;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	char out[4096], closed[PATH_MAX];
+
+	base_opts(&o, b, 2);
+	const char *rel[] = {"bin/helper", NULL};
+	assert_int_equal(sandbox_spawn(&sb, rel, &o, NULL, &d), CA_ERR_INVALID);
+	assert_int_equal(sb.child.pid, -1);
+
+	b[1] = (struct sandbox_bind){.src = "/nonexistent/sbx"};
+	const char *argv[] = {helper, NULL};
+	assert_int_equal(sandbox_spawn(&sb, argv, &o, NULL, &d), CA_ERR_NOTFOUND);
+	assert_non_null(strstr(d.msg, "/nonexistent/sbx"));
+	b[1] = (struct sandbox_bind){.src = "relative/path"};
+	assert_int_equal(sandbox_spawn(&sb, argv, &o, NULL, &d), CA_ERR_INVALID);
+	b[1] = (struct sandbox_bind){.src = "/tmp/../etc"};
+	assert_int_equal(sandbox_spawn(&sb, argv, &o, NULL, &d), CA_ERR_INVALID);
+	/* an optional missing source is skipped */
+	b[1] = (struct sandbox_bind){.src = "/nonexistent/sbx", .optional = true};
+	assert_int_equal(run_sb(&o, argv, out, sizeof out, 10, &fate, NULL, &d), 0);
+	assert_string_equal(out, "end");
+
+	if (!layer_on(SANDBOX_FILESYSTEM)) {
+		printf("  skipped (in part): no filesystem layer here\n");
+		return;
+	}
+	/* a program that is not bound: the exec error comes back as one line */
+	o.n_binds = 0;
+	assert_int_equal(sandbox_spawn(&sb, argv, &o, NULL, &d), CA_ERR_CHILD);
+	assert_non_null(strstr(d.msg, "sandbox: cannot execute"));
+	assert_non_null(strstr(d.msg, "No such file or directory"));
+	assert_null(strchr(d.msg, '\n'));
+	assert_int_equal(sb.child.pid, -1);
+	/* a bind the program's uid cannot read */
+	if (geteuid() == 0) {
+		tmp_path(closed, sizeof closed, "closed");
+		assert_int_equal(ca_mkdirs(closed, 0700, &d), 0);
+		chmod(closed, 0700);
+		o.n_binds = 2;
+		b[1] = (struct sandbox_bind){.src = closed};
+		assert_int_equal(sandbox_spawn(&sb, argv, &o, NULL, &d), CA_ERR_CHILD);
+		assert_non_null(strstr(d.msg, "sandbox: cannot use the bind"));
+		assert_non_null(strstr(d.msg, "Permission denied"));
+		/* writable: handed to the program's uid, then fine */
+		b[1].writable = true;
+		assert_int_equal(run_sb(&o, argv, out, sizeof out, 10, &fate, NULL, &d), 0);
+		struct stat st;
+		assert_int_equal(stat(closed, &st), 0);
+		assert_int_equal(st.st_uid, 65534);
+	}
+}
+
+static void test_strict(void **state)
+{
+	(void)state;
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct ca_run_result fate;
+	struct sandbox_report rep;
+	struct ca_diag d;
+	char out[4096];
+	bool all_but_cgroup = true;
+	for (int l = 0; l < SANDBOX_N_LAYERS; l++)
+		if (l != SANDBOX_CGROUP && !layer_on((enum sandbox_layer)l))
+			all_but_cgroup = false;
+	base_opts(&o, b, 1);
+	o.strict = true;
+	const char *argv[] = {helper, NULL};
+	int rc = run_sb(&o, argv, out, sizeof out, 10, &fate, &rep, &d);
+	if (!layer_on(SANDBOX_CGROUP)) {
+		assert_int_equal(rc, CA_ERR_UNSUPPORTED);
+		assert_non_null(strstr(d.msg, "cgroup (cgroup v2 not available"));
+	}
+	if (!all_but_cgroup) {
+		printf("  skipped (in part): layers other than the cgroup are off here\n");
+		return;
+	}
+	/* everything else is on here: strict without the cgroup succeeds */
+	o.disable = SANDBOX_BIT(SANDBOX_CGROUP);
+	assert_int_equal(run_sb(&o, argv, out, sizeof out, 10, &fate, &rep, &d), 0);
+	assert_string_equal(out, "end");
+	assert_string_equal(rep.layer[SANDBOX_CGROUP].detail, "disabled by the caller");
+}
+
+static void test_cgroup_limits(void **state)
+{
+	(void)state;
+	if (!layer_on(SANDBOX_CGROUP)) {
+		printf("  skipped: %s\n",
+		       probe_ok ? probe.layer[SANDBOX_CGROUP].detail : "no probe");
+		skip();
+	}
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct sandbox sb;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	char file[PATH_MAX + 32], *text = NULL, *line = NULL, cg[PATH_MAX];
+	size_t len;
+	base_opts(&o, b, 1);
+	o.memory_max = 256u << 20;
+	o.pids_max = 64;
+	const char *argv[] = {"/bin/sh", "-c", "echo up; read x", NULL};
+	assert_int_equal(sandbox_spawn(&sb, argv, &o, NULL, &d), 0);
+	assert_int_equal(ca_child_read_line(&sb.child, 4096, 10, &line, &d), 0);
+	free(line);
+	snprintf(cg, sizeof cg, "%s", sb.cgroup);
+	snprintf(file, sizeof file, "%s/memory.max", cg);
+	assert_int_equal(ca_read_file(file, 64, &text, &len, &d), 0);
+	assert_string_equal(text, "268435456\n");
+	free(text);
+	snprintf(file, sizeof file, "%s/cgroup.procs", cg);
+	assert_int_equal(ca_read_file(file, 4096, &text, &len, &d), 0);
+	assert_int_equal(atoi(text), sb.child.pid);
+	free(text);
+	sandbox_finish(&sb, 0.2, &fate);
+	assert_false(ca_is_dir(cg));
+}
+
+static void test_seccomp_filter_builds(void **state)
+{
+	(void)state;
+	struct sock_filter *f = NULL;
+	unsigned short len = 0;
+	int rules = 0;
+	struct ca_diag d;
+	assert_int_equal(sandbox_seccomp_build(&f, &len, &rules, &d), 0);
+	assert_non_null(f);
+	assert_true(len > 10);
+	assert_true(rules >= 30);
+	free(f);
+}
+
+/* The real GPU worker starts inside the sandbox: its binary and shared libraries (CUDA
+ * runtime, CUPTI, jansson, ...) resolve through the read-only system binds, it reads its plan,
+ * and it answers with a JSON event (here worker.no_gpu: CI has no GPU; on a GPU host the same
+ * spawn reaches the device). Skipped where the worker was not built (no nvcc). */
+static void test_gpu_worker_starts(void **state)
+{
+	(void)state;
+	const char *b = getenv("CA_BUILD");
+	char worker[PATH_MAX], plan[PATH_MAX], pub[PATH_MAX], work[PATH_MAX], out[4096];
+	struct ca_run_result fate;
+	struct ca_diag d;
+	snprintf(worker, sizeof worker, "%s/cuda-agent-worker", b && b[0] ? b : "build");
+	if (!ca_is_file(worker)) {
+		printf("  skipped: %s is not built\n", worker);
+		skip();
+	}
+	NEED_LAYER(SANDBOX_FILESYSTEM);
+	char real_worker[PATH_MAX];
+	assert_int_equal(ca_realpath(worker, real_worker, sizeof real_worker, &d), 0);
+	tmp_path(plan, sizeof plan, "plan.json");
+	tmp_path(pub, sizeof pub, "public");
+	tmp_path(work, sizeof work, "work");
+	assert_int_equal(ca_mkdirs(pub, 0755, &d), 0);
+	assert_int_equal(ca_mkdirs(work, 0755, &d), 0);
+	static const char text[] =
+		"{\"library\": \"/nonexistent/candidate.so\", \"device\": 0, \"spec\": {"
+		"\"outputs\": [{\"name\": \"o\", \"dtype\": \"float32\", \"shape\": [4]}]},"
+		" \"verify\": []}";
+	assert_int_equal(ca_write_file_atomic(plan, text, sizeof text - 1, &d), 0);
+	assert_int_equal(chmod(plan, 0644), 0);
+	assert_int_equal(chmod(tmpdir, 0711), 0);
+	struct sandbox_bind binds[] = {
+		{.src = real_worker}, {.src = plan}, {.src = pub}, {.src = work, .writable = true}};
+	struct sandbox_opts o = {0};
+	o.binds = binds;
+	o.n_binds = 4;
+	o.pass_ld_library_path = true;
+	const char *argv[] = {real_worker, plan, NULL};
+	if (run_sb(&o, argv, out, sizeof out, 20.0, &fate, NULL, &d) != 0)
+		fail_msg("spawn: %s", d.msg);
+	if (!strstr(out, "\"event\"") || !strstr(out, "\"worker."))
+		fail_msg("the worker said: %s", out);
+	/* No GPU here: the worker must say so; with one it stops at the missing library. */
+	assert_true(strstr(out, "worker.no_gpu") || strstr(out, "abi.load_failed"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_seccomp_filter_builds),
+		cmocka_unit_test(test_report_json),
+		cmocka_unit_test(test_pid_namespace),
+		cmocka_unit_test(test_network),
+		cmocka_unit_test(test_filesystem),
+		cmocka_unit_test(test_seccomp),
+		cmocka_unit_test(test_identity_and_env),
+		cmocka_unit_test(test_rlimit_fsize),
+		cmocka_unit_test(test_rlimit_nproc),
+		cmocka_unit_test(test_rlimit_cpu),
+		cmocka_unit_test(test_watchdog_kills_everything),
+		cmocka_unit_test(test_without_user_namespace),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_strict),
+		cmocka_unit_test(test_cgroup_limits),
+		cmocka_unit_test(test_gpu_worker_starts),
+	};
+	return cmocka_run_group_tests(tests, group_setup, teardown_dir);
+}
