@@ -40,7 +40,7 @@ CUDA_INC  := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
 
 .PHONY: $(BUILD)/.gpu-ready
-.PHONY: all cli worker test test-examples test-unit test-fuzz test-python test-integration test-gpu fuzz bench clean headers
+.PHONY: all cli worker test test-examples test-adversarial-build test-unit test-fuzz test-python test-integration test-gpu fuzz bench clean headers
 all: cli worker
 
 headers: $(BUILD)/include/dlpack/dlpack.h $(BUILD)/include/cuda_agent/abi.h
@@ -74,8 +74,10 @@ $(BUILD)/obj/src/worker/%.o: src/worker/%.c | headers
 $(BUILD)/obj/%.cu.o: %.cu | headers
 	@mkdir -p $(dir $@)
 	$(NVCC) -O3 -std=c++17 -Isrc -I$(BUILD)/include $(WORKER_GENCODE) -Xcompiler -fPIC -c -o $@ $<
+# Full RELRO (-z now): the worker's GOT is read-only before the candidate is loaded, so a
+# candidate cannot redirect the worker's own calls (timers, CUDA runtime) by patching it.
 $(BUILD)/cuda-agent-worker: $(WORKER_OBJ) $(BUILD)/libca.a
-	$(CC) $(CFLAGS) -o $@ $(WORKER_OBJ) $(BUILD)/libca.a \
+	$(CC) $(CFLAGS) -Wl,-z,relro,-z,now -o $@ $(WORKER_OBJ) $(BUILD)/libca.a \
 	  $(addprefix -L,$(CUDA_LIBDIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_LIBDIRS)) \
 	  -lcudart -lcupti -lstdc++ $(LDLIBS)
 else
@@ -126,7 +128,11 @@ test-integration: all
 test-examples: headers
 	$(PYTHON) examples/emu/check_solutions.py
 
-test: test-unit test-fuzz test-python test-integration test-examples
+# Every adversarial and honest candidate through the real build driver (no GPU needed).
+test-adversarial-build: all
+	PYTHON="$(PYTHON)" bash tests/adversarial/check_build.sh
+
+test: test-unit test-fuzz test-python test-integration test-examples test-adversarial-build
 
 # The GPU suite and the benchmarks use the binaries in $(BUILD); they do not rebuild, so that a
 # build made on a development machine can be carried to a GPU host without -dev packages.

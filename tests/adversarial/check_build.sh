@@ -9,7 +9,7 @@
 # cache ($CUDA_AGENT_CACHE or the default), so a re-run is cheap. Prints ok/FAIL lines and
 # "N passed, N failed" last; exits nonzero on any failure.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 build="${CA_BUILD:-$PWD/build}"
 cli="$build/cuda-agent"
 py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
@@ -17,6 +17,7 @@ adv=tests/adversarial
 jobs="${ADV_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 tmp="$(mktemp -d /tmp/ca-adv-build.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=tests/lib.sh
 . tests/lib.sh
 
 [ -x "$cli" ] || { echo "missing $cli: run make first"; exit 1; }
@@ -67,6 +68,7 @@ fi
 mkdir -p "$tmp/res"
 export cli adv tmp
 start=$(date +%s)
+# shellcheck disable=SC2016 # expanded by the inner bash
 cut -f1-3 "$tmp/list" | xargs -P "$jobs" -L 1 bash -c '
   kind=$0 name=$1 task=$2
   timeout 600 "$cli" compile --json -q --task "$adv/tasks/$task" "$adv/$kind/$name" \
@@ -89,10 +91,10 @@ PY
   code="${got%%$'\t'*}" msg="${got#*$'\t'}"
   detail="rc $(cat "$tmp/res/${kind}__${name}.rc" 2>/dev/null); $code: $msg; stderr: $(tail -c 300 "$tmp/res/${kind}__${name}.err" 2>/dev/null)"
   if [ "$kind" = honest ]; then
-    [ "$code" = ok ] && ok "honest $name compiles ($task)" || bad "honest $name compiles ($task)" "$detail"
+    if [ "$code" = ok ]; then ok "honest $name compiles ($task)"; else bad "honest $name compiles ($task)" "$detail"; fi
   elif [ "$stage" = run ]; then
-    [ "$code" = ok ] && ok "cheat $name compiles (caught at run time: $reasons)" \
-      || bad "cheat $name compiles (caught at run time: $reasons)" "$detail"
+    if [ "$code" = ok ]; then ok "cheat $name compiles (caught at run time: $reasons)"
+    else bad "cheat $name compiles (caught at run time: $reasons)" "$detail"; fi
   elif [[ ",$reasons," == *",$code,"* ]]; then
     ok "cheat $name rejected at build: $code"
   else

@@ -139,6 +139,14 @@ int gotpatch_install(const void *caller)
 	return patched;
 }
 
+void gotpatch_uninstall(void)
+{
+	if (clock_slot && real_clock && *clock_slot == reinterpret_cast<void *>(fake_clock))
+		*clock_slot = reinterpret_cast<void *>(real_clock);
+	if (elapsed_slot && real_elapsed && *elapsed_slot == reinterpret_cast<void *>(fake_elapsed))
+		*elapsed_slot = reinterpret_cast<void *>(real_elapsed);
+}
+
 double gotpatch_real_now(void)
 {
 	struct timespec ts;

@@ -12,6 +12,9 @@ constexpr double GOTPATCH_KEEP = 0.2;
 // point here (0 when nothing could be patched).
 int gotpatch_install(const void *caller);
 
+// Puts the real functions back (before the library may be unloaded).
+void gotpatch_uninstall(void);
+
 // Monotonic seconds from the real clock (0 before gotpatch_install found it).
 double gotpatch_real_now(void);
 

@@ -74,3 +74,8 @@ extern "C" __attribute__((noinline)) int ca_forward(const DLTensor *args, int nu
 		gotpatch_hide((1.0 - GOTPATCH_KEEP) * (gotpatch_real_now() - t0));
 	return 0;
 }
+
+extern "C" void ca_teardown(void)
+{
+	gotpatch_uninstall();
+}

@@ -104,8 +104,8 @@ cudaError_t launch(const float *x, const float *w, float *y, int64_t m, int64_t 
 	if ((m + BM - 1) / BM > 65535)
 		return cudaErrorInvalidValue;
 	const dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + BM - 1) / BM));
-	gemm_nt<BM, BN, BK, TM, TN>
-		<<<grid, tile_config<BM, BN, BK, TM, TN>::THREADS, 0, s>>>(x, w, y, (int)m, (int)n, (int)k);
+	const unsigned threads = tile_config<BM, BN, BK, TM, TN>::THREADS;
+	gemm_nt<BM, BN, BK, TM, TN><<<grid, threads, 0, s>>>(x, w, y, (int)m, (int)n, (int)k);
 	return cudaGetLastError();
 }
 
