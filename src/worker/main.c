@@ -173,11 +173,13 @@ static int verify_trial(struct worker *w, int k, struct worker_error *e)
 	snprintf(what, sizeof what, "verification trial %d of %d", k + 1, w->plan.num_verify);
 	if (!sums)
 		return werr(e, "worker.oom", true, CA_ERR_NOMEM, "out of host memory");
+	/* Checksums are taken as loaded, before ca_setup: ca_setup must not modify the params
+	 * (or inputs) either; packing belongs in buffers of the candidate's own. */
 	if ((rc = tensor_set_load_file(&w->params, t->params, e)) ||
 	    (rc = tensor_set_load_file(args, t->inputs, e)) ||
-	    (rc = candidate_setup(&w->cand, &w->g, &w->params, what, e)) ||
 	    (rc = tensor_set_checksums(args, &w->g, before, e)) ||
 	    (rc = tensor_set_checksums(&w->params, &w->g, before + na, e)) ||
+	    (rc = candidate_setup(&w->cand, &w->g, &w->params, what, e)) ||
 	    (rc = tensor_set_poison(&w->outputs, &w->g, e)))
 		goto out;
 	tensor_set_refresh(args);
