@@ -360,10 +360,10 @@ static int make_run_dirs(struct run *r)
 {
 	char base[PATH_MAX];
 	struct ca_diag d = {{0}};
-	if (runs_base(base, sizeof base, &d) == 0)
+	int rc = runs_base(base, sizeof base, &d);
+	if (rc == 0)
 		remove_stale_runs(base);
-	if (runs_base(base, sizeof base, &d) ||
-	    ca_make_temp_dir(base, "run-", r->dir, sizeof r->dir, &d) ||
+	if (rc || ca_make_temp_dir(base, "run-", r->dir, sizeof r->dir, &d) ||
 	    pathf(r->pub, sizeof r->pub, "%s/public", r->dir) ||
 	    pathf(r->priv, sizeof r->priv, "%s/private", r->dir) ||
 	    pathf(r->work, sizeof r->work, "%s/work", r->dir) || ca_mkdirs(r->pub, 0755, &d) ||
