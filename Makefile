@@ -97,9 +97,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/asan/libca.a | headers
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(SAN) -o $@ $< $(BUILD)/asan/libca.a -lcmocka $(LDLIBS)
 
+# The safetensors cross-check with Python runs when $(PYTHON) has torch and safetensors (the
+# venv of scripts/setup.sh); otherwise that one test is skipped and says so.
+TEST_PYTHON = $(shell $(PYTHON) -c 'import torch, safetensors' >/dev/null 2>&1 && echo $(PYTHON))
 test-unit: $(UNIT_BIN) cli
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; \
-	  CA_TEST_NVCC="$(if $(HAVE_NVCC),$(NVCC),)" CA_BUILD="$(abspath $(BUILD))" CA_TEST_PYTHON="$(PYTHON)" \
+	  CA_TEST_NVCC="$(if $(HAVE_NVCC),$(NVCC),)" CA_BUILD="$(abspath $(BUILD))" CA_TEST_PYTHON="$(TEST_PYTHON)" \
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
 # libFuzzer targets: clang, each run briefly over its seed corpus in `make test`.

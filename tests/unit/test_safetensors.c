@@ -441,6 +441,8 @@ static void test_python_reads_ours(void **state)
 	tmp_path(path, sizeof path, "for_python.safetensors");
 	assert_int_equal(safetensors_write(path, in, 7, meta, &d), 0);
 	if (!py || !py[0]) {
+		printf("  skipped: no Python with torch and safetensors (CA_TEST_PYTHON unset; "
+		       "scripts/test.sh sets it)\n");
 		skip();
 		return;
 	}
