@@ -40,7 +40,7 @@ CUDA_INC  := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
 
 .PHONY: $(BUILD)/.gpu-ready
-.PHONY: all cli worker test test-examples test-adversarial-build test-unit test-fuzz test-python test-integration test-gpu fuzz bench clean headers
+.PHONY: all cli worker test test-examples test-adversarial-build test-faults-build test-unit test-fuzz test-python test-integration test-gpu test-faults test-adversarial fuzz bench clean headers
 all: cli worker
 
 headers: $(BUILD)/include/dlpack/dlpack.h $(BUILD)/include/cuda_agent/abi.h
@@ -135,7 +135,11 @@ test-examples: headers
 test-adversarial-build: all
 	PYTHON="$(PYTHON)" bash tests/adversarial/check_build.sh
 
-test: test-unit test-fuzz test-python test-integration test-examples test-adversarial-build
+# Every fault candidate (tests/faults) compiles with the real build driver (no GPU needed).
+test-faults-build: all
+	PYTHON="$(PYTHON)" bash tests/faults/check_build.sh
+
+test: test-unit test-fuzz test-python test-integration test-examples test-adversarial-build test-faults-build
 
 # The GPU suite and the benchmarks use the binaries in $(BUILD); they do not rebuild, so that a
 # build made on a development machine can be carried to a GPU host without -dev packages.
@@ -144,6 +148,15 @@ $(BUILD)/.gpu-ready:
 	@for f in $(GPU_BINS); do [ -e $$f ] || { echo "missing $$f: run make first"; exit 1; }; done
 test-gpu: | $(BUILD)/.gpu-ready
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/gpu/run.sh
+
+# The fault suite (tests/faults): crashes, hangs, exhaustion and escapes, each followed by a good
+# evaluation on the same GPU; sandboxed by default (FAULT_EVAL_FLAGS).
+test-faults: | $(BUILD)/.gpu-ready
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/faults/run.sh
+
+# The adversarial suite (tests/adversarial): every cheat rejected, every honest kernel passing.
+test-adversarial: | $(BUILD)/.gpu-ready
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/adversarial/run.sh
 
 bench: | $(BUILD)/.gpu-ready
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash bench/run.sh

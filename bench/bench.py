@@ -44,13 +44,14 @@ def cli(build: Path, args: list[str], env: dict[str, str]) -> tuple[list[dict], 
     return results, wall
 
 
-def ncu_kernel_times(build: Path, run_dir: str, env: dict[str, str]) -> list[float] | None:
+def ncu_kernel_times(build: Path, run_dir: str, env: dict[str, str],
+                     extra: list[str] | None = None) -> list[float] | None:
     """Re-runs the kept worker plan under ncu; returns the candidate kernels' durations (ms)."""
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     if not os.path.exists(ncu):
         return None
     cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
-           "--kernel-name", "regex:^(?!ca_worker_)", "--launch-count", "40",
+           "--kernel-name", "regex:^(?!ca_worker_)", "--launch-count", "40", *(extra or []),
            str(build / "cuda-agent-worker"), os.path.join(run_dir, "plan.json")]
     proc = subprocess.run(cmd, input="continue\n", env=env, capture_output=True, text=True,
                           timeout=900)

@@ -38,6 +38,9 @@ def save_tensors(
     os.close(fd)
     try:
         save_file(named, tmp, metadata=metadata)
+        # Readable by the sandbox's uid (65534 when cuda-agent runs as root): mkstemp makes
+        # 0600 (and save_file keeps it). Files under private/ stay private through its 0700.
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -30,6 +30,7 @@ from .errors import BridgeError, exception_text, one_line
 from .files import save_tensors
 from .tasks import (
     Built,
+    Inputs,
     Task,
     TaskStore,
     arg_names,
@@ -60,6 +61,7 @@ class ReferenceSet:
     seed: int
     inputs_path: str
     outputs_path: str | None
+    near_seed: int | None = None  # a near-duplicate of the set of this seed (near_duplicate)
 
 
 def _bad(message: str) -> BridgeError:
@@ -99,8 +101,11 @@ def _sets(req: dict[str, Any]) -> list[ReferenceSet]:
             raise _bad(f"reference: sets[{i}].inputs_path must be a non-empty string")
         if outputs_path is not None and (not isinstance(outputs_path, str) or not outputs_path):
             raise _bad(f"reference: sets[{i}].outputs_path must be a non-empty string or null")
+        near = item.get("near_seed")
         sets.append(ReferenceSet(_seed(item.get("seed"), f"reference: sets[{i}].seed"),
-                                 inputs_path, outputs_path))
+                                 inputs_path, outputs_path,
+                                 None if near is None
+                                 else _seed(near, f"reference: sets[{i}].near_seed")))
     return sets
 
 
@@ -179,7 +184,10 @@ def op_reference(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
                                       _cpu(list(built.initial_state.values())), model_seed,
                                       "params")]
             for s in sets:
-                inputs = ctx.store.inputs(task, s.seed)
+                if s.near_seed is None:
+                    inputs = ctx.store.inputs(task, s.seed)
+                else:
+                    inputs = near_duplicate(ctx.store.inputs(task, s.near_seed), s.seed)
                 pending.append(writers.submit(_save, s.inputs_path, "args", inputs.files,
                                               s.seed, "inputs"))
                 if s.outputs_path is not None:
@@ -189,6 +197,36 @@ def op_reference(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
             for job in pending:
                 job.result()  # re-raises the first write error
     return {"sets": len(sets), "seconds": time.perf_counter() - start}
+
+
+NEAR_MAX_CHANGES = 256
+
+
+def near_duplicate(inputs: Inputs, seed: int) -> Inputs:
+    """The set with a few elements of every floating-point tensor argument moved far.
+
+    A checked call on such a set defeats caches keyed by sampled input values (a hash of a few
+    elements, scalar ratios): the set looks like one the candidate has already seen, but its
+    correct output differs in the rows those elements feed. About one element in 4096 (1 to 256
+    per tensor) moves by 4 times the tensor's mean magnitude, with a random sign; positions come
+    from ``seed``. Integer and boolean tensors and Python numbers are left as they are.
+    """
+    gen = torch.Generator().manual_seed(seed & (2**63 - 1))
+    files, call = list(inputs.files), list(inputs.call)
+    for i, t in enumerate(files):
+        if inputs.scalar[i] or not t.is_floating_point() or t.numel() == 0:
+            continue
+        flat = t.reshape(-1).clone()
+        count = min(NEAR_MAX_CHANGES, max(1, flat.numel() // 4096))
+        where = torch.randint(flat.numel(), (count,), generator=gen)
+        sign = torch.randint(0, 2, (count,), generator=gen).to(torch.float32) * 2 - 1
+        magnitude = float(flat.float().abs().mean()) + 1e-3
+        flat[where] = (flat[where].float() + 4 * magnitude * sign).to(flat.dtype)
+        files[i] = flat.view(t.shape)
+        target = call[i]
+        if isinstance(target, torch.Tensor):
+            call[i] = files[i].to(device=target.device, dtype=target.dtype)
+    return Inputs(files=files, call=call, scalar=list(inputs.scalar))
 
 
 def _cpu(tensors: list[torch.Tensor]) -> list[torch.Tensor]:

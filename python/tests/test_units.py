@@ -4,6 +4,7 @@ loop's rotation and perturbation, compile failure reporting, atomic files."""
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from pathlib import Path
@@ -171,3 +172,39 @@ def test_unexpected_exception_is_bridge_internal(monkeypatch: pytest.MonkeyPatch
     }
     answer, stop = server.handle(ctx, b'{"id": "s", "op": "shutdown"}')
     assert stop and answer == {"id": "s", "ok": True, "result": {}}
+
+
+def test_saved_tensors_are_readable_by_other_uids(tmp_path) -> None:
+    """The sandboxed worker runs as another uid (65534 under root): files must be 0644 even
+    with a strict umask (mkstemp alone would leave 0600)."""
+    import stat
+
+    from cuda_agent_bridge.files import save_tensors
+
+    old = os.umask(0o077)
+    try:
+        path = tmp_path / "params_0.safetensors"
+        save_tensors(str(path), "params", [torch.zeros(3)], {})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_near_duplicate_moves_few_float_elements_far() -> None:
+    from cuda_agent_bridge.tasks import Inputs
+
+    x = torch.randn(64, 1024)
+    idx = torch.arange(10)
+    base = Inputs(files=[x, idx, torch.tensor(0.5, dtype=torch.float64)],
+                  call=[x.clone(), idx.clone(), 0.5], scalar=[False, False, True])
+    near = server.near_duplicate(base, seed=7)
+    changed = (near.files[0] != x).nonzero()
+    assert 1 <= len(changed) <= server.NEAR_MAX_CHANGES
+    assert len(changed) <= x.numel() // 4096 + 1
+    moved = (near.files[0] - x).abs().max()
+    assert moved > 3 * x.abs().mean()  # far enough to change the rows it feeds
+    assert torch.equal(near.files[1], idx) and near.files[2] is base.files[2]
+    assert torch.equal(near.call[0], near.files[0]) and near.call[2] == 0.5
+    assert torch.equal(server.near_duplicate(base, seed=7).files[0], near.files[0])
+    assert not torch.equal(server.near_duplicate(base, seed=8).files[0], near.files[0])
+    assert torch.equal(base.files[0], x)  # the original set is untouched

@@ -169,6 +169,8 @@ static const struct rule allow_rules[] = {
 	{"_ZNSo*", "std::ostream"}, {"_ZNKSo*", "std::ostream"}, {"_ZNSi*", "std::istream"},
 	{"_ZSt16__ostream_insert*", "std::ostream"}, {"_ZSt4endl*", "std::endl"},
 	{"_ZSt5flush*", "std::flush"}, {"_ZNSt8ios_base*", "std::ios_base"},
+	/* GCC 13+ emits this call wherever <iostream> is included (the streams' static init) */
+	{"_ZSt21ios_base_library_initv", "std::ios_base_library_init"},
 	{"_ZNKSt8ios_base*", "std::ios_base"}, {"_ZNSt9basic_ios*", "std::basic_ios"},
 	{"_ZNKSt9basic_ios*", "std::basic_ios"}, {"_ZNSt15basic_streambuf*", "std::streambuf"},
 	{"_ZNSt6locale*", "std::locale"}, {"_ZNKSt6locale*", "std::locale"},

@@ -46,8 +46,9 @@ static const char options_help[] =
 	"  --timeout SECONDS      watchdog for the candidate's process (default 60 + 2 x budget)\n"
 	"  --python PATH          Python with torch for the bridge ($CUDA_AGENT_PYTHON, python3)\n"
 	"  --device auto|cuda|cpu where the bridge runs PyTorch (default auto)\n"
-	"  --sandbox              run the candidate's worker in the sandbox (namespaces, seccomp,\n"
-	"                         rlimits; docs/security.md); also CUDA_AGENT_SANDBOX=1\n"
+	"  --no-sandbox           run the candidate's worker without the sandbox (namespaces,\n"
+	"                         seccomp, rlimits; docs/security.md), which is on by default;\n"
+	"                         also CUDA_AGENT_SANDBOX=0 (--sandbox turns it back on)\n"
 	"  -q, --quiet            no progress messages\n"
 	"  -v, --verbose          debug messages (and the bridge's own log on stderr)\n"
 	"  -h, --help             this help\n";
@@ -73,7 +74,7 @@ static int parse_double(const char *s, double *out)
 static int parse_options(struct cli *c, int argc, char **argv, const char *usage_line)
 {
 	enum { O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH,
-	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX };
+	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX };
 	static const struct option longopts[] = {
 		{"task", required_argument, NULL, O_TASK},
 		{"json", no_argument, NULL, O_JSON},
@@ -88,6 +89,7 @@ static int parse_options(struct cli *c, int argc, char **argv, const char *usage
 		{"python", required_argument, NULL, O_PYTHON},
 		{"device", required_argument, NULL, O_DEVICE},
 		{"sandbox", no_argument, NULL, O_SANDBOX},
+		{"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -141,6 +143,7 @@ static int parse_options(struct cli *c, int argc, char **argv, const char *usage
 			break;
 		case O_PYTHON: c->python = optarg; break;
 		case O_SANDBOX: c->opts.sandbox = true; break;
+		case O_NO_SANDBOX: c->opts.sandbox = false; break;
 		case O_DEVICE:
 			if (strcmp(optarg, "auto") && strcmp(optarg, "cuda") && strcmp(optarg, "cpu")) {
 				fprintf(stderr, "cuda-agent: --device takes auto, cuda or cpu\n");

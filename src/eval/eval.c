@@ -31,6 +31,8 @@
 #define MAX_ROTATION 16
 #define MAX_CHECKS 64
 #define WORKER_MAX_LINE (8u << 20)
+/* The worker's stdout and stderr (the candidate's printf included) beyond this stop the run */
+#define WORKER_MAX_OUTPUT (16ull << 20)
 
 /* Everything one evaluation owns; released by run_free(). */
 struct run {
@@ -135,9 +137,12 @@ static json_t *path_json(const char *dir, const char *fmt, ...)
 
 void eval_opts_defaults(struct eval_opts *o)
 {
+	const char *env = getenv("CUDA_AGENT_SANDBOX");
 	memset(o, 0, sizeof *o);
 	o->mode = EVAL_FULL;
 	eval_protocol_defaults(&o->protocol);
+	/* The sandbox is on unless CUDA_AGENT_SANDBOX=0 (or --no-sandbox) turns it off. */
+	o->sandbox = !(env && strcmp(env, "0") == 0);
 }
 
 void eval_session_init(struct eval_session *s, const char *python, const char *device)
@@ -411,11 +416,20 @@ static int step_reference(struct run *r)
 			json_array_append_new(sets, set_entry(r->rotation_seeds[i],
 							      path_json(r->pub, "rot_%d.safetensors", i),
 							      NULL));
-		for (int i = 0; i < p->timing.checks; i++)
-			json_array_append_new(
-				sets, set_entry(r->check_seeds[i],
-						path_json(r->pub, "check_%d.safetensors", i),
-						path_json(r->priv, "check_ref_%d.safetensors", i)));
+		/* The first checked call gets a fresh set; the others near-duplicates of rotation
+		 * sets (a few elements moved far: the bridge's near_duplicate), which a cache keyed
+		 * by sampled input values would answer wrongly. */
+		for (int i = 0; i < p->timing.checks; i++) {
+			json_t *entry = set_entry(r->check_seeds[i],
+						  path_json(r->pub, "check_%d.safetensors", i),
+						  path_json(r->priv, "check_ref_%d.safetensors", i));
+			if (i > 0)
+				json_object_set_new(
+					entry, "near_seed",
+					json_integer((json_int_t)
+							     r->rotation_seeds[i % p->rotation_sets]));
+			json_array_append_new(sets, entry);
+		}
 		json_array_append_new(sets, set_entry(r->final_seed,
 						      path_json(r->pub, "final.safetensors"),
 						      path_json(r->priv, "final_ref.safetensors")));
@@ -595,6 +609,18 @@ static void handle_event(struct run *r, json_t *ev, struct ca_child *child, bool
 		if (go_on)
 			ca_log_info("verified %d/%d trials; timing", r->o->protocol.trials,
 				    r->o->protocol.trials);
+	} else if (strcmp(name, "audit") == 0) {
+		/* What the audited calls ran (worker/audit.h); a verdict arrives as a call's code */
+		json_t *list = json_object_get(r->result, "audit");
+		if (!list) {
+			list = json_array();
+			json_object_set_new(r->result, "audit", list);
+		}
+		if (json_array_size(list) < 4) {
+			json_t *a = json_deep_copy(ev);
+			json_object_del(a, "event");
+			json_array_append_new(list, a);
+		}
 	} else if (strcmp(name, "timing") == 0) {
 		json_decref(r->timing_event);
 		r->timing_event = json_incref(ev);
@@ -633,14 +659,17 @@ static int find_worker(const struct run *r, char *out, size_t size)
 /* The worker in the sandbox: it sees the system read-only, its own binary, the plan, the run's
  * public/ (inputs, params) read-only, work/ writable and a per-run copy of the library; never the
  * run's private/ (reference outputs), the cache or the home directory. The run directory itself
- * is made traversable (0711, not listable) so that the sandbox's uid can reach the binds. */
+ * is made traversable (0711, not listable) so that the sandbox's uid can reach the binds. Its
+ * /tmp and /dev/shm are the run's scratch-tmp/ and scratch-shm/, so that step_worker() can see
+ * afterwards whether the candidate wrote files there (sandbox_scratch_check). The JIT cache is
+ * off: it would write under HOME=/tmp, and nothing of it could outlive the run anyway. */
 static int spawn_sandboxed(struct run *r, const char *const *argv, const char *worker,
 			   const char *plan_path, const char *err_path, double limit,
 			   struct sandbox *sb, struct ca_diag *d)
 {
 	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
-	char env_visible[256] = "";
-	const char *env[2] = {NULL, NULL};
+	char env_visible[256] = "", scratch_tmp[PATH_MAX], scratch_shm[PATH_MAX];
+	const char *env[3] = {"CUDA_CACHE_DISABLE=1", NULL, NULL};
 	struct sandbox_bind binds[] = {
 		{.src = worker},
 		{.src = plan_path},
@@ -652,14 +681,23 @@ static int spawn_sandboxed(struct run *r, const char *const *argv, const char *w
 
 	if (chmod(r->dir, 0711) != 0)
 		return ca_fail(d, CA_ERR_IO, "chmod %s: %s", r->dir, strerror(errno));
+	if (pathf(scratch_tmp, sizeof scratch_tmp, "%s/scratch-tmp", r->dir) ||
+	    pathf(scratch_shm, sizeof scratch_shm, "%s/scratch-shm", r->dir))
+		return ca_fail(d, CA_ERR_LIMIT, "run directory path too long");
+	if ((mkdir(scratch_tmp, 0700) != 0 && errno != EEXIST) ||
+	    (mkdir(scratch_shm, 0700) != 0 && errno != EEXIST))
+		return ca_fail(d, CA_ERR_IO, "cannot create the scratch directories in %s: %s",
+			       r->dir, strerror(errno));
 	if (visible && visible[0]) {
 		snprintf(env_visible, sizeof env_visible, "CUDA_VISIBLE_DEVICES=%s", visible);
-		env[0] = env_visible;
+		env[1] = env_visible;
 	}
 	so.env = env;
 	so.pass_ld_library_path = true;
 	so.binds = binds;
 	so.n_binds = sizeof binds / sizeof binds[0];
+	so.tmp_dir = scratch_tmp; /* sandbox_spawn hands them to the sandbox's uid */
+	so.shm_dir = scratch_shm;
 	so.cpu_seconds = (uint64_t)limit + 30;
 	return sandbox_spawn(sb, argv, &so, err_path, d);
 }
@@ -690,7 +728,7 @@ static int step_worker(struct run *r)
 	struct sandbox sb;
 	struct ca_run_result fate;
 	struct ca_diag d = {{0}};
-	bool done = false;
+	bool done = false, output_flood = false;
 	double t0 = ca_now();
 	double limit = r->o->worker_timeout_s > 0
 			       ? r->o->worker_timeout_s
@@ -734,12 +772,22 @@ static int step_worker(struct run *r)
 	}
 	while (!done) {
 		char *line = NULL;
+		struct stat est;
 		double left = t0 + limit - ca_now();
 		if (left <= 0) {
 			rc = CA_ERR_TIMEOUT;
 			break;
 		}
-		rc = ca_child_read_line(&child, WORKER_MAX_LINE, left, &line, &d);
+		/* Short waits, so that a worker flooding its output is stopped early. */
+		rc = ca_child_read_line(&child, WORKER_MAX_LINE, left < 0.2 ? left : 0.2, &line, &d);
+		if (stat(err_path, &est) == 0 && (uint64_t)est.st_size > WORKER_MAX_OUTPUT) {
+			free(line);
+			output_flood = true;
+			rc = CA_ERR_LIMIT;
+			break;
+		}
+		if (rc == CA_ERR_TIMEOUT)
+			continue;
 		if (rc)
 			break;
 		json_t *ev = json_loads(line, 0, NULL);
@@ -756,6 +804,12 @@ static int step_worker(struct run *r)
 		if (sb.oom_killed)
 			set_reason(r, "fault.host_oom",
 				   "the worker exceeded the sandbox's memory limit and was killed");
+		if (sandbox_killed_by_seccomp(&sb, &fate))
+			set_reason(r, "sandbox.violation",
+				   "the candidate made a system call the sandbox forbids (seccomp "
+				   "killed the worker with SIGSYS): process creation (fork, clone "
+				   "without CLONE_THREAD), exec, sockets other than AF_UNIX, mount, "
+				   "ptrace, io_uring, namespaces, ... are not allowed");
 	} else {
 		ca_child_finish(&child, done ? 10.0 : 0.5, &fate);
 	}
@@ -764,6 +818,13 @@ static int step_worker(struct run *r)
 		set_reason(r, "timeout",
 			   "the candidate did not finish within the %.0f s watchdog limit and was "
 			   "killed", limit);
+		return -1;
+	}
+	if (output_flood) {
+		set_reason(r, "fault.output_limit",
+			   "the candidate wrote more than %llu MiB to stdout/stderr and was stopped "
+			   "(print less: a few lines of debugging output are fine)",
+			   (unsigned long long)(WORKER_MAX_OUTPUT >> 20));
 		return -1;
 	}
 	if (!done) {
@@ -779,6 +840,25 @@ static int step_worker(struct run *r)
 		if (json_array_size(r->trials) < (size_t)r->o->protocol.trials)
 			r->verify_ok = false;
 		return -1;
+	}
+	/* Files in the sandbox's /tmp or /dev/shm: only after everything above, which names a more
+	 * specific cause; a reason set earlier (a wrong output, ...) stays too. Set here, before
+	 * the result is made, it fails a run that was correct and timed: correct false, reward -1. */
+	if (r->sandboxed) {
+		char list[1024];
+		size_t found = 0;
+		if (sandbox_scratch_check(&sb, &found, list, sizeof list, &d) != 0) {
+			set_reason(r, "internal", "cannot check the worker's /tmp and /dev/shm: %s",
+				   d.msg);
+			return -1;
+		}
+		if (found) {
+			set_reason(r, "sandbox.violation",
+				   "the candidate created files outside its outputs: %s (candidates "
+				   "may not write files)",
+				   list);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -1076,8 +1156,7 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 	r.trials = json_array();
 	json_object_set(r.result, "seconds", r.seconds);
 	r.timing_wanted = o->mode == EVAL_FULL || o->mode == EVAL_PROFILE;
-	r.sandboxed = o->sandbox || (getenv("CUDA_AGENT_SANDBOX") &&
-				     strcmp(getenv("CUDA_AGENT_SANDBOX"), "1") == 0);
+	r.sandboxed = o->sandbox;
 	r.profile_wanted = o->mode == EVAL_PROFILE;
 	for (int k = 0; k < o->protocol.trials; k++)
 		r.trial_seeds[k] = secret_seed();
@@ -1162,10 +1241,11 @@ out:
 		json_object_set_new(
 			r.result, "isolation",
 			json_pack("{s:b, s:b, s:b, s:b, s:b, s:s}", "sandbox", 0, "separate_process",
-				  1, "reference_outputs_hidden", 1, "namespaces", 0, "seccomp", 0,
-				  "note", "the candidate runs in its own worker process and never "
-				  "receives reference outputs; the sandbox was not used (--sandbox "
-				  "or CUDA_AGENT_SANDBOX=1 turns it on)"));
+				  1, "reference_outputs_hidden", 0, "namespaces", 0, "seccomp", 0,
+				  "note", "the sandbox was turned off (--no-sandbox or "
+				  "CUDA_AGENT_SANDBOX=0): the candidate runs in its own worker "
+				  "process, which is not told where the reference outputs are but "
+				  "could read them, and nothing limits its system calls"));
 	}
 	json_object_set_new(r.seconds, "total", json_real(ca_now() - r.t_start));
 	if (r.dir[0] && o->keep_run_dir)

@@ -38,8 +38,8 @@ struct eval_opts {
 	const char *worker_path;    /* NULL: $CUDA_AGENT_WORKER, else next to this executable */
 	const char *baseline_db;    /* NULL: <cache>/baselines.sqlite */
 	int profile_calls;          /* 0: 5 */
-	bool sandbox;               /* run the worker in the sandbox (src/sandbox); also when
-				       $CUDA_AGENT_SANDBOX=1. Opt-in until validated on a GPU host. */
+	bool sandbox;               /* run the worker in the sandbox (src/sandbox); default on
+				       (eval_opts_defaults), off when $CUDA_AGENT_SANDBOX=0 */
 };
 
 struct eval_session {

@@ -25,8 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -135,6 +137,9 @@ struct plan {
 	char **owned; /* strings owned by the plan (symlink targets) */
 	size_t n_owned, cap_owned;
 	char tmp_opts[64], shm_opts[64], root_opts[64];
+	const char *tmp_dir, *shm_dir; /* scratch directories bound at /tmp, /dev/shm; or NULL */
+	char *exec_path;               /* argv[0] in a page of its own (see seccomp.c); or NULL */
+	size_t exec_map_len;
 	const char *cwd;
 	uint64_t tmp_bytes;
 	uint64_t rl_cpu, rl_fsize, rl_nofile, rl_nproc;
@@ -193,6 +198,8 @@ static void plan_free(struct plan *p)
 		free(p->owned[i]);
 	free(p->owned);
 	free(p->filter);
+	if (p->exec_path)
+		munmap(p->exec_path, p->exec_map_len);
 	free(p);
 }
 
@@ -307,8 +314,16 @@ static int plan_system(struct plan *p)
 		}
 		closedir(dir);
 	}
-	if ((rc = plan_add(p,
-			   (struct mnt){.kind = MK_TMPFS, .src = p->shm_opts, .dst = "/dev/shm"})))
+	if (p->shm_dir)
+		rc = plan_add(p, (struct mnt){.kind = MK_BIND,
+					      .src = p->shm_dir,
+					      .dst = "/dev/shm",
+					      .writable = true,
+					      .check = true});
+	else
+		rc = plan_add(p,
+			      (struct mnt){.kind = MK_TMPFS, .src = p->shm_opts, .dst = "/dev/shm"});
+	if (rc)
 		return rc;
 	static const char *const links[][2] = {{"/proc/self/fd", "/dev/fd"},
 					       {"/proc/self/fd/0", "/dev/stdin"},
@@ -320,15 +335,94 @@ static int plan_system(struct plan *p)
 						   .dst = links[i][1]})))
 			return rc;
 	if ((rc = plan_add(p, (struct mnt){.kind = MK_PROC, .dst = "/proc"})) ||
-	    (rc = plan_add(p, (struct mnt){.kind = MK_SYSFS, .dst = "/sys"})) ||
-	    (rc = plan_add(p, (struct mnt){.kind = MK_TMPFS, .src = p->tmp_opts, .dst = "/tmp"})))
+	    (rc = plan_add(p, (struct mnt){.kind = MK_SYSFS, .dst = "/sys"})))
 		return rc;
+	if (p->tmp_dir)
+		return plan_add(p, (struct mnt){.kind = MK_BIND,
+						.src = p->tmp_dir,
+						.dst = "/tmp",
+						.writable = true,
+						.check = true});
+	return plan_add(p, (struct mnt){.kind = MK_TMPFS, .src = p->tmp_opts, .dst = "/tmp"});
+}
+
+/* A scratch directory (opts->tmp_dir / shm_dir): an absolute, existing directory, handed to
+ * the program's uid when the caller is root (like a writable bind). */
+static int plan_scratch(const struct plan *p, const char *dir, const char *what, bool root,
+			struct ca_diag *d)
+{
+	char shown[256];
+	struct stat st;
+	if (!dir)
+		return 0;
+	if (!clean_abs_path(dir))
+		return ca_fail(d, CA_ERR_INVALID,
+			       "sandbox: the %s directory must be an absolute path without '.', "
+			       "'..' or empty components: %s",
+			       what, ca_printable(shown, dir, sizeof shown));
+	if (lstat(dir, &st) != 0)
+		return ca_fail(d, errno == ENOENT ? CA_ERR_NOTFOUND : CA_ERR_IO,
+			       "sandbox: the %s directory %s: %s", what,
+			       ca_printable(shown, dir, sizeof shown), strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return ca_fail(d, CA_ERR_INVALID, "sandbox: the %s directory %s is not a directory",
+			       what, ca_printable(shown, dir, sizeof shown));
+	if (root && st.st_uid != p->uid && chown(dir, p->uid, p->gid) != 0)
+		return ca_fail(d, CA_ERR_IO,
+			       "sandbox: cannot give the %s directory %s to uid %u: %s", what,
+			       ca_printable(shown, dir, sizeof shown), p->uid, strerror(errno));
+	return 0;
+}
+
+/* Remembers a bind destination that lies inside a scratch directory: the sandbox makes its
+ * mount point (and the directories on the way) there, which sandbox_scratch_check() must not
+ * report. */
+static int note_mount_point(struct sandbox *sb, const struct plan *p, const char *dst,
+			    struct ca_diag *d)
+{
+	size_t n = strlen(dst) + 1;
+	bool in_tmp = p->tmp_dir && strncmp(dst, "/tmp/", 5) == 0;
+	bool in_shm = p->shm_dir && strncmp(dst, "/dev/shm/", 9) == 0;
+	if (!in_tmp && !in_shm)
+		return 0;
+	if (n > sizeof sb->mount_points - sb->mount_points_len)
+		return ca_fail(d, CA_ERR_LIMIT,
+			       "sandbox: too many binds under /tmp and /dev/shm (%zu bytes of "
+			       "paths at most)",
+			       sizeof sb->mount_points);
+	memcpy(sb->mount_points + sb->mount_points_len, dst, n);
+	sb->mount_points_len += n;
+	return 0;
+}
+
+/* argv[0] copied into a read-only mapping of its own, at a random address: the sandbox's
+ * execve passes this pointer, the only one the seccomp filter lets through (seccomp.c). */
+static int map_exec_path(struct plan *p, const char *path)
+{
+	size_t n = strlen(path) + 1, page = (size_t)sysconf(_SC_PAGESIZE), size;
+	uint64_t r = 0;
+	void *hint = NULL, *m;
+	if (page == 0 || page == (size_t)-1)
+		page = 4096;
+	size = (n + page - 1) / page * page;
+	/* a hint anywhere in [4 GiB, 64 TiB); the kernel picks another place if it is taken */
+	if (getrandom(&r, sizeof r, 0) == (ssize_t)sizeof r)
+		hint = (void *)(uintptr_t)(((1ull << 32) + r % ((1ull << 46) - (1ull << 32))) &
+					   ~(uint64_t)(page - 1));
+	m = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return CA_ERR_NOMEM;
+	memcpy(m, path, n);
+	(void)mprotect(m, size, PROT_READ);
+	p->exec_path = m;
+	p->exec_map_len = size;
 	return 0;
 }
 
 /* The caller's binds: validated, optional ones that are missing dropped, writable ones made
  * owned by the program's uid when the caller is root. */
-static int plan_binds(struct plan *p, const struct sandbox_opts *o, bool root, struct ca_diag *d)
+static int plan_binds(struct sandbox *sb, struct plan *p, const struct sandbox_opts *o, bool root,
+		      struct ca_diag *d)
 {
 	char shown[256];
 	if (o->n_binds > MAX_BINDS)
@@ -364,6 +458,8 @@ static int plan_binds(struct plan *p, const struct sandbox_opts *o, bool root, s
 						  .check = true});
 		if (rc)
 			return ca_fail(d, rc, "sandbox: out of memory");
+		if ((rc = note_mount_point(sb, p, dst, d)) != 0)
+			return rc;
 	}
 	return 0;
 }
@@ -640,8 +736,9 @@ static void child_filesystem(struct plan *p)
 	char tmp[32];
 	fmt_bytes(tmp, sizeof tmp, p->tmp_bytes);
 	child_layer(p, SANDBOX_FILESYSTEM, true,
-		    "fresh read-only root, %zu binds, /proc fresh, /sys %s, /tmp tmpfs of %s",
-		    binds, sys_how, tmp);
+		    "fresh read-only root, %zu binds, /proc fresh, /sys %s, /tmp %s%s%s", binds,
+		    sys_how, p->tmp_dir ? "scratch dir" : "tmpfs of ", p->tmp_dir ? "" : tmp,
+		    p->shm_dir ? ", /dev/shm scratch dir" : "");
 }
 
 static void child_caps(struct plan *p)
@@ -852,7 +949,8 @@ static _Noreturn void child_main(struct plan *p)
 	}
 	p->msg.kind = MSG_REPORT;
 	child_send(p);
-	execve(p->argv[0], (char *const *)p->argv, p->envp);
+	/* the filter lets execve through with this very pointer only */
+	execve(p->exec_path ? p->exec_path : p->argv[0], (char *const *)p->argv, p->envp);
 	child_fail(p, STAGE_EXEC, "execute %s: %s%s", p->argv[0], cerr(errno),
 		   errno == ENOENT && p->mount_ns ? " (is it bound into the sandbox?)" : "");
 }
@@ -1304,6 +1402,8 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	p->uid = root ? (o->uid ? o->uid : DEFAULT_RUN_ID) : (unsigned)geteuid();
 	p->gid = root ? (o->gid ? o->gid : DEFAULT_RUN_ID) : (unsigned)getegid();
 	p->cgroup_ns = !(dis & SANDBOX_BIT(SANDBOX_CGROUP_NS));
+	p->tmp_dir = o->tmp_dir;
+	p->shm_dir = o->shm_dir;
 	p->in_fd = p->out_fd = p->err_fd = p->sock = -1;
 	rep->uid = p->uid;
 	rep->gid = p->gid;
@@ -1314,16 +1414,24 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	if (!(dis & SANDBOX_BIT(SANDBOX_UTS_NS)))
 		ns_all |= CLONE_NEWUTS;
 
+	if ((rc = plan_scratch(p, p->tmp_dir, "tmp", root, d)) != 0 ||
+	    (rc = plan_scratch(p, p->shm_dir, "shm", root, d)) != 0)
+		goto fail;
 	if ((rc = plan_system(p)) != 0) {
 		rc = ca_fail(d, rc, "sandbox: out of memory");
 		goto fail;
 	}
-	if ((rc = plan_binds(p, o, root, d)) != 0 || (rc = plan_env(p, o, d)) != 0)
+	if ((rc = plan_binds(sb, p, o, root, d)) != 0 || (rc = plan_env(p, o, d)) != 0)
 		goto fail;
 	if (!(dis & SANDBOX_BIT(SANDBOX_SECCOMP))) {
 		struct ca_diag sd = {{0}};
 		int rules = 0;
-		if (sandbox_seccomp_build(&p->filter, &p->filter_len, &rules, &sd) == 0) {
+		if (map_exec_path(p, argv[0]) != 0) {
+			rc = ca_fail(d, CA_ERR_NOMEM, "sandbox: mmap: %s", strerror(errno));
+			goto fail;
+		}
+		if (sandbox_seccomp_build((uint64_t)(uintptr_t)p->exec_path, &p->filter,
+					  &p->filter_len, &rules, &sd) == 0) {
 			p->seccomp = true;
 			rep->seccomp_rules = rules;
 		} else {
@@ -1355,6 +1463,14 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 		goto fail;
 	if (p->seccomp && rep->layer[SANDBOX_SECCOMP].on)
 		set_layer(rep, SANDBOX_SECCOMP, true, "on (%d rules)", rep->seccomp_rules);
+	/* The scratch directories are what the program saw as /tmp and /dev/shm only with the
+	 * filesystem layer; without it, it saw the host's. */
+	if (rep->layer[SANDBOX_FILESYSTEM].on) {
+		if (p->tmp_dir)
+			ca_strlcpy(sb->scratch[0], p->tmp_dir, sizeof sb->scratch[0]);
+		if (p->shm_dir)
+			ca_strlcpy(sb->scratch[1], p->shm_dir, sizeof sb->scratch[1]);
+	}
 
 	close(in_pipe[0]);
 	close(out_pipe[1]);
@@ -1400,6 +1516,11 @@ void sandbox_finish(struct sandbox *sb, double grace_s, struct ca_run_result *r)
 {
 	ca_child_finish(&sb->child, grace_s, r);
 	cgroup_remove(sb);
+}
+
+bool sandbox_killed_by_seccomp(const struct sandbox *sb, const struct ca_run_result *r)
+{
+	return sb->report.layer[SANDBOX_SECCOMP].on && r->term_signal == SIGSYS;
 }
 
 json_t *sandbox_report_json(const struct sandbox_report *rep)

@@ -9,18 +9,22 @@
  *   filesystem   a fresh read-only root (tmpfs + pivot_root) holding read-only binds of /usr,
  *                /etc, /opt, /lib*, /bin, /sbin, a minimal /dev (null, zero, random, urandom,
  *                full, every /dev/nvidia* node), a fresh /proc for the PID namespace (CUDA
- *                needs it), a fresh read-only /sys, a private size-capped tmpfs at /tmp and
- *                /dev/shm, and the caller's binds. Nothing else of the host is visible.
+ *                needs it), a fresh read-only /sys, at /tmp and /dev/shm either a private
+ *                size-capped tmpfs or the caller's scratch directories (opts->tmp_dir,
+ *                shm_dir: see "Scratch"), and the caller's binds. Nothing else of the host is
+ *                visible.
  *   no_new_privs prctl(PR_SET_NO_NEW_PRIVS)
  *   capabilities bounding, ambient, permitted, effective and inheritable sets emptied
  *   rlimits      CPU, FSIZE, NOFILE, NPROC, CORE (never AS: CUDA reserves huge ranges)
  *   cgroup       cgroup v2 memory.max + pids.max, where /sys/fs/cgroup is a writable cgroup2
- *   seccomp      default allow (the CUDA driver needs many ioctls), kill the process on
- *                ptrace, process_vm_*, bpf, mount and the new mount API, pivot_root, unshare,
- *                setns, perf_event_open, kexec, modules, reboot, swap, keys, userfaultfd,
- *                io_uring, handle syscalls, socket() of any family but AF_UNIX, clone() with a
- *                CLONE_NEW* flag, other ABIs; clone3() fails with ENOSYS so that libc falls
- *                back to clone(). Installed last, right before execve.
+ *   seccomp      default allow (the CUDA driver needs many ioctls), kill the process (SIGSYS)
+ *                on ptrace, process_vm_*, bpf, mount and the new mount API, pivot_root,
+ *                unshare, setns, perf_event_open, kexec, modules, reboot, swap, keys,
+ *                userfaultfd, io_uring, handle syscalls, socket() of any family but AF_UNIX,
+ *                process creation (fork, vfork, clone() without CLONE_THREAD; threads are
+ *                fine), clone() with a CLONE_NEW* flag, execveat, execve() other than the
+ *                sandbox's own exec of argv[0], other ABIs; clone3() fails with ENOSYS so that
+ *                libc falls back to clone(). Installed last, right before execve.
  *
  * A layer this machine cannot provide (no user namespaces, no cgroup v2, ...) is reported off
  * with a one-line reason and the program runs without it, unless opts->strict asks to fail
@@ -50,7 +54,14 @@
  * what the worker needs (its plan names host paths, and they stay valid even when the
  * filesystem layer is unavailable). A bind's dst must not lie inside a read-only bind unless it
  * already exists there. Binds are made in the order given, after /tmp and /dev/shm, so
- * destinations under those land in the sandbox's private tmpfs.
+ * destinations under those land in the sandbox's private tmpfs (or scratch directory).
+ *
+ * Scratch. With opts->tmp_dir / shm_dir, /tmp and /dev/shm inside are writable binds of those
+ * host directories (owned by the program's uid like any writable bind; no size cap but the
+ * cgroup's memory and RLIMIT_FSIZE per file), so the caller can see afterwards what the program
+ * wrote there: sandbox_scratch_check() after sandbox_finish(). Mount points the sandbox itself
+ * makes there for the caller's binds (a bind under /dev/shm lands in the shm directory) are
+ * remembered in sb and not reported.
  *
  * Ownership. sb owns the child's pipes and its cgroup until sandbox_finish(); everything in
  * opts is borrowed for the duration of sandbox_spawn() only. The child is started with a raw
@@ -112,6 +123,10 @@ struct sandbox_opts {
 	size_t n_binds;
 	uint64_t tmp_bytes; /* size cap of the private /tmp; 0: 1 GiB */
 	uint64_t shm_bytes; /* size cap of /dev/shm; 0: 64 MiB */
+	/* Host directories bound writable at /tmp and /dev/shm instead of the private tmpfs (then
+	 * tmp_bytes / shm_bytes do not apply); NULL: the tmpfs. Absolute, existing directories. */
+	const char *tmp_dir;
+	const char *shm_dir;
 	/* rlimits (soft = hard); 0: the default; SANDBOX_UNLIMITED: left as inherited */
 	uint64_t cpu_seconds; /* RLIMIT_CPU, default 600 (SIGKILL when reached) */
 	uint64_t fsize_bytes; /* RLIMIT_FSIZE, default 2 GiB */
@@ -131,6 +146,10 @@ struct sandbox_opts {
 };
 
 #define SANDBOX_DETAIL_MAX 192
+#define SANDBOX_SCRATCH_MAX_ENTRIES 10000 /* sandbox_scratch_list() looks at no more entries */
+#define SANDBOX_SCRATCH_MAX_DEPTH   16    /* nor below this many levels */
+#define SANDBOX_SCRATCH_NAMED       3     /* entries named in a sandbox_scratch_list */
+#define SANDBOX_MOUNT_POINTS_MAX    8192
 
 struct sandbox_layer_state {
 	bool on;
@@ -148,6 +167,21 @@ struct sandbox {
 	struct sandbox_report report;
 	char cgroup[PATH_MAX]; /* the child's cgroup directory ("" if none) */
 	bool oom_killed;       /* set by sandbox_finish from the cgroup's memory.events */
+	/* For sandbox_scratch_check(): the scratch directories bound at /tmp ([0]) and /dev/shm
+	 * ([1]) ("" when not bound: no tmp_dir / shm_dir, or no filesystem layer), and the mount
+	 * points the sandbox made inside them (paths as seen inside, each '\0'-terminated). */
+	char scratch[2][PATH_MAX];
+	char mount_points[SANDBOX_MOUNT_POINTS_MAX];
+	size_t mount_points_len;
+};
+
+/* What sandbox_scratch_list() found. */
+struct sandbox_scratch_list {
+	size_t found;    /* entries left (not allowed, not the sandbox's mount points) */
+	size_t visited;  /* entries looked at, at most SANDBOX_SCRATCH_MAX_ENTRIES */
+	bool incomplete; /* stopped at the entry cap, or a directory deeper than the depth cap or
+			  * unreadable was not listed (its own entry counts) */
+	char named[SANDBOX_SCRATCH_NAMED][256]; /* the first ones found, printable, as inside */
 };
 
 /* Starts argv (argv[0] absolute inside the sandbox) with stdin/stdout pipes in sb->child and
@@ -162,6 +196,30 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
  * call after a failed spawn. */
 void sandbox_finish(struct sandbox *sb, double grace_s, struct ca_run_result *r);
 
+/* After sandbox_finish(): lists what the program left in the scratch directories (paths as
+ * seen inside: "/tmp/x", "/dev/shm/y"), minus the sandbox's own mount points and the entries
+ * the worker's GPU stack is known to make (an allowlist in scratch.c, empty until a GPU host
+ * shows one). Returns 0 with *found = 0 when nothing is there (or no scratch directory was
+ * bound), 0 with *found > 0 and a one-line list in `list` ("/tmp/x, /dev/shm/y and 4 more"),
+ * or a negative code when a directory could not be listed. */
+int sandbox_scratch_check(const struct sandbox *sb, size_t *found, char *list, size_t size,
+			  struct ca_diag *d);
+
+/* The walk behind it: appends to *out what host_dir (shown as `inside`, e.g. "/tmp") holds,
+ * recursively, never following symlinks (a symlink is an entry, its target is not looked at),
+ * at most SANDBOX_SCRATCH_MAX_ENTRIES entries and SANDBOX_SCRATCH_MAX_DEPTH levels. Not
+ * counted: an entry at one of `mount_points` (a '\0'-separated list of `mp_len` bytes) or on
+ * the way to one, when it is a directory or an empty regular file (what the sandbox makes), and
+ * an entry whose inside path matches a pattern of `allow` (NULL-terminated fnmatch(3) patterns
+ * with FNM_PATHNAME; a matching directory is not descended into). */
+int sandbox_scratch_list(const char *host_dir, const char *inside, const char *mount_points,
+			 size_t mp_len, const char *const *allow, struct sandbox_scratch_list *out,
+			 struct ca_diag *d);
+
+/* After sandbox_finish(): whether the seccomp filter killed the program (it died of SIGSYS
+ * while the filter was on: a forbidden system call). */
+bool sandbox_killed_by_seccomp(const struct sandbox *sb, const struct ca_run_result *r);
+
 /* "user_ns", "mount_ns", ..., "seccomp". */
 const char *sandbox_layer_name(enum sandbox_layer layer);
 
@@ -173,9 +231,11 @@ const char *sandbox_layer_name(enum sandbox_layer layer);
 json_t *sandbox_report_json(const struct sandbox_report *rep);
 
 /* The seccomp filter as a classic BPF program (seccomp.c): *filter is heap memory owned by the
- * caller (free()), *len its instruction count, *rules the number of rules. */
+ * caller (free()), *len its instruction count, *rules the number of rules. exec_path: the only
+ * pointer execve() may be called with (the sandbox's exec of the program); 0: execve is not
+ * restricted. */
 struct sock_filter;
-int sandbox_seccomp_build(struct sock_filter **filter, unsigned short *len, int *rules,
-			  struct ca_diag *d);
+int sandbox_seccomp_build(uint64_t exec_path, struct sock_filter **filter, unsigned short *len,
+			  int *rules, struct ca_diag *d);
 
 #endif

@@ -1,5 +1,17 @@
 /* seccomp: the sandbox's syscall filter, built with libseccomp in the supervisor and exported as
- * classic BPF, so that the sandboxed child (between clone and execve) only has to install it. */
+ * classic BPF, so that the sandboxed child (between clone and execve) only has to install it.
+ *
+ * Default allow (the CUDA driver's ioctls and whatever a new driver needs), then:
+ *   - killed: the syscalls in kill_names (escape routes, kernel attack surface, fork/vfork,
+ *     execveat), socket() of any family but AF_UNIX;
+ *   - clone(): killed without CLONE_THREAD (a new process: the program may make threads, never
+ *     processes), and killed with any CLONE_NEW* flag (a thread may not make namespaces either);
+ *   - clone3(): fails with ENOSYS (its flags are in memory the filter cannot read), so that libc
+ *     falls back to clone(), whose flags the rules above see;
+ *   - execve(): killed unless its path argument is the exact pointer `exec_path` (the sandbox's
+ *     own exec of the program, from a page the supervisor mapped at a random address for the
+ *     spawn; the program, after exec, neither has that page nor can read the filter to learn
+ *     where it was). A program that guesses wrong is killed on its first try. */
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
@@ -27,6 +39,8 @@ static const char *const kill_names[] = {
 	"quotactl", "quotactl_fd", "uselib", "lookup_dcookie", "nfsservctl",
 	"keyctl", "add_key", "request_key",
 	"open_by_handle_at", "name_to_handle_at",
+	/* process creation (clone without CLONE_THREAD: below); execve: below */
+	"fork", "vfork", "execveat",
 	/* io_uring performs socket, connect and open operations this filter never sees */
 	"io_uring_setup", "io_uring_enter", "io_uring_register",
 	NULL,
@@ -42,8 +56,8 @@ static const unsigned long clone_ns_flags[] = {
 
 #define FILTER_MAX_BYTES (256u << 10)
 
-int sandbox_seccomp_build(struct sock_filter **filter, unsigned short *len, int *rules,
-			  struct ca_diag *d)
+int sandbox_seccomp_build(uint64_t exec_path, struct sock_filter **filter, unsigned short *len,
+			  int *rules, struct ca_diag *d)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	const uint32_t kill = SCMP_ACT_KILL_PROCESS;
@@ -92,6 +106,33 @@ int sandbox_seccomp_build(struct sock_filter **filter, unsigned short *len, int 
 		if ((e = seccomp_rule_add_array(ctx, kill, SCMP_SYS(clone), 1, &has_flag)) != 0) {
 			rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot add a clone rule: %s",
 				     strerror(-e));
+			goto out;
+		}
+		n++;
+	}
+	/* clone() without CLONE_THREAD makes a process (fork, posix_spawn, a raw clone): threads,
+	 * which the CUDA driver and libc make, always carry CLONE_THREAD. The CLONE_NEW* rules
+	 * above stay for threads (clone(CLONE_THREAD | CLONE_NEWNET) is valid for the kernel). */
+	struct scmp_arg_cmp no_thread = {.arg = 0,
+					  .op = SCMP_CMP_MASKED_EQ,
+					  .datum_a = (scmp_datum_t)CLONE_THREAD,
+					  .datum_b = 0};
+	if ((e = seccomp_rule_add_array(ctx, kill, SCMP_SYS(clone), 1, &no_thread)) != 0) {
+		rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot add the clone rule: %s",
+			     strerror(-e));
+		goto out;
+	}
+	n++;
+	/* execve: only the sandbox's own, recognized by its path pointer */
+	if (exec_path) {
+		struct scmp_arg_cmp other_path = {.arg = 0,
+						  .op = SCMP_CMP_NE,
+						  .datum_a = (scmp_datum_t)exec_path,
+						  .datum_b = 0};
+		if ((e = seccomp_rule_add_array(ctx, kill, SCMP_SYS(execve), 1, &other_path)) !=
+		    0) {
+			rc = ca_fail(d, CA_ERR_UNSUPPORTED,
+				     "seccomp: cannot add the execve rule: %s", strerror(-e));
 			goto out;
 		}
 		n++;

@@ -96,7 +96,10 @@ int ca_write_file_atomic(const char *path, const void *data, size_t len, struct 
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return ca_fail(d, CA_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-	while (done < len) {
+	/* 0644 whatever the umask: the sandbox's uid reads plans and libraries written here */
+	if (fchmod(fd, 0644) != 0)
+		rc = ca_fail(d, CA_ERR_IO, "cannot chmod %s: %s", tmp, strerror(errno));
+	while (rc == 0 && done < len) {
 		ssize_t n = write(fd, (const char *)data + done, len - done);
 		if (n < 0 && errno == EINTR)
 			continue;

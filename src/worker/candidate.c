@@ -39,7 +39,7 @@ int candidate_setup(struct candidate *c, struct gpu_ctx *g, struct tensor_set *p
 	tensor_set_refresh(params);
 	ret = c->setup(params->dl, params->n, g->stream);
 	snprintf(where, sizeof where, "after ca_setup (%s)", what);
-	if ((rc = gpu_sync(g, where, e)))
+	if ((rc = gpu_sync_after_call(g, where, e)))
 		return rc;
 	if (ret != 0)
 		return werr(e, "abi.setup_failed", false, CA_ERR_REJECTED,
@@ -52,5 +52,5 @@ int candidate_teardown(struct candidate *c, struct gpu_ctx *g, struct worker_err
 	if (!c->teardown)
 		return 0;
 	c->teardown();
-	return gpu_sync(g, "after ca_teardown", e);
+	return gpu_sync_after_call(g, "after ca_teardown", e);
 }

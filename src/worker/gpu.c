@@ -37,25 +37,42 @@ const char *gpu_fault_code(cudaError_t err)
 	}
 }
 
-int werr_cuda(struct worker_error *e, cudaError_t err, const char *fmt, ...)
+static int werr_cuda_v(struct worker_error *e, cudaError_t err, const char *oom_code,
+		       const char *fmt, va_list ap)
 {
 	char what[1024];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(what, sizeof what, fmt, ap);
-	va_end(ap);
-	e->code = err == cudaErrorMemoryAllocation ? "worker.oom" : gpu_fault_code(err);
+	e->code = err == cudaErrorMemoryAllocation ? oom_code : gpu_fault_code(err);
 	e->fatal = true;
 	snprintf(e->diag.msg, sizeof e->diag.msg, "%s: %s: %s", what, cudaGetErrorName(err),
 		 cudaGetErrorString(err));
 	return err == cudaErrorMemoryAllocation ? CA_ERR_NOMEM : CA_ERR_CHILD;
 }
 
+int werr_cuda(struct worker_error *e, cudaError_t err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = werr_cuda_v(e, err, "worker.oom", fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int werr_cuda_call(struct worker_error *e, cudaError_t err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = werr_cuda_v(e, err, "fault.device_oom", fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
 bool worker_error_is_call_failure(const struct worker_error *e)
 {
 	return e->code && (strncmp(e->code, "abi.forward", 11) == 0 ||
 			   strncmp(e->code, "abi.setup", 9) == 0 ||
-			   strncmp(e->code, "verify.", 7) == 0 || strncmp(e->code, "fault.", 6) == 0);
+			   strncmp(e->code, "verify.", 7) == 0 || strncmp(e->code, "fault.", 6) == 0 ||
+			   strncmp(e->code, "hack.", 5) == 0);
 }
 
 /* ---- device and harness resources --------------------------------------------------------------- */
@@ -201,7 +218,7 @@ int gpu_ctx_free_bytes(struct gpu_ctx *g, size_t *free_bytes, struct worker_erro
 	return 0;
 }
 
-int gpu_sync(struct gpu_ctx *g, const char *what, struct worker_error *e)
+static cudaError_t sync_device(struct gpu_ctx *g)
 {
 	cudaError_t err = cudaSetDevice(g->device);
 	cudaError_t sync = cudaDeviceSynchronize();
@@ -210,9 +227,19 @@ int gpu_sync(struct gpu_ctx *g, const char *what, struct worker_error *e)
 		err = sync;
 	if (err == cudaSuccess)
 		err = last;
-	if (err != cudaSuccess)
-		return werr_cuda(e, err, "%s", what);
-	return 0;
+	return err;
+}
+
+int gpu_sync(struct gpu_ctx *g, const char *what, struct worker_error *e)
+{
+	cudaError_t err = sync_device(g);
+	return err != cudaSuccess ? werr_cuda(e, err, "%s", what) : 0;
+}
+
+int gpu_sync_after_call(struct gpu_ctx *g, const char *what, struct worker_error *e)
+{
+	cudaError_t err = sync_device(g);
+	return err != cudaSuccess ? werr_cuda_call(e, err, "%s", what) : 0;
 }
 
 /* ---- NVML --------------------------------------------------------------------------------------- */
@@ -309,6 +336,14 @@ int tensor_specs_bytes(const struct tensor_spec *specs, int n, const char *prefi
 			*device_bytes += nbytes;
 	}
 	return 0;
+}
+
+size_t tensor_set_bytes(const struct tensor_set *s)
+{
+	size_t n = 0;
+	for (int i = 0; i < s->n; i++)
+		n += s->t[i].nbytes;
+	return n;
 }
 
 int tensor_set_alloc(struct tensor_set *s, const char *prefix, const struct tensor_spec *specs,

@@ -42,10 +42,14 @@ int werr(struct worker_error *e, const char *code, bool fatal, int rc, const cha
  * "<what>: cudaErrorX: <description>"; cudaErrorMemoryAllocation becomes worker.oom. */
 int werr_cuda(struct worker_error *e, cudaError_t err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The same after the candidate's own call (ca_setup, ca_forward, ca_teardown): there
+ * cudaErrorMemoryAllocation is the candidate's, fault.device_oom. */
+int werr_cuda_call(struct worker_error *e, cudaError_t err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* fault.illegal_address, fault.misaligned_address, fault.illegal_instruction,
  * fault.launch_failure, else fault.cuda_error. */
 const char *gpu_fault_code(cudaError_t err);
-/* Per-call failures (abi.*, verify.*, fault.*) are reported in the call's own event. */
+/* Per-call failures (abi.*, verify.*, fault.*, hack.*) are reported in the call's own event. */
 bool worker_error_is_call_failure(const struct worker_error *e);
 
 /* ---- device and harness resources --------------------------------------------------------------- */
@@ -83,6 +87,8 @@ int gpu_ctx_free_bytes(struct gpu_ctx *g, size_t *free_bytes, struct worker_erro
 /* Makes the worker's device current again (the candidate may switch it), synchronizes the
  * device and collects any pending error: a failure is reported as a fault during `what`. */
 int gpu_sync(struct gpu_ctx *g, const char *what, struct worker_error *e);
+/* gpu_sync after a call of the candidate (werr_cuda_call: fault.device_oom). */
+int gpu_sync_after_call(struct gpu_ctx *g, const char *what, struct worker_error *e);
 
 /* Formats a CUDA version number (13000 -> "13.0"). */
 void gpu_format_version(int v, char *out, size_t out_size);
@@ -125,6 +131,9 @@ struct tensor_set {
 	int n;
 	int device;
 };
+
+/* Total bytes of the set's tensors. */
+size_t tensor_set_bytes(const struct tensor_set *s);
 
 /* Validates the specs (sizes) and sums the bytes they need: device bytes and host bytes. */
 int tensor_specs_bytes(const struct tensor_spec *specs, int n, const char *prefix,

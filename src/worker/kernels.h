@@ -23,6 +23,9 @@ extern "C" {
 
 /* One thread that does nothing: the empty launch of the overhead calibration. */
 cudaError_t ca_launch_empty(cudaStream_t stream);
+/* The audit's marker: an empty kernel (ca_worker_audit_marker) whose start time is the moment
+ * the harness stream's earlier work had finished. */
+cudaError_t ca_launch_audit_marker(cudaStream_t stream);
 
 /* Poisons n elements of type t: quiet NaN for floating types, 0xFF bytes otherwise. */
 cudaError_t ca_launch_fill_nan(void *ptr, size_t n, enum ca_dtype t, cudaStream_t stream);

@@ -17,6 +17,7 @@
 
 #include "util/clock.h"
 #include "worker/candidate.h"
+#include "worker/audit.h"
 #include "worker/events.h"
 #include "worker/gpu.h"
 #include "worker/plan.h"
@@ -36,6 +37,7 @@ struct worker {
 	int nslots;
 	int gate_fd; /* the original stdin, kept away from the candidate */
 	int trials_run;
+	int audit_trial; /* the verification trial whose call is audited (from the secret seed) */
 	bool call_failed;
 };
 
@@ -189,14 +191,27 @@ static int verify_trial(struct worker *w, int k, struct worker_error *e)
 	if ((rc = gpu_sync(&w->g, where, e)))
 		goto out;
 
-	ret = candidate_forward(&w->cand, args, &w->params, &w->outputs, w->g.stream);
-	snprintf(where, sizeof where, "after ca_forward (%s)", what);
-	if ((rc = gpu_sync(&w->g, where, e)))
-		goto out;
-	if (ret != 0) {
-		rc = werr(e, "abi.forward_failed", false, CA_ERR_REJECTED,
-			  "ca_forward returned %d (%s)", ret, what);
-		goto out;
+	if (k == w->audit_trial) {
+		/* This trial's call is recorded by CUPTI (audit.h); its outputs are checked as
+		 * every trial's are. */
+		struct audit_result ar;
+		if ((rc = audit_call(&w->g, &w->cand, args, &w->params, &w->outputs, what,
+				     "verify", &ar, e)))
+			goto out;
+		events_emit("audit", audit_result_json(&ar));
+		if ((rc = audit_judge(&ar, tensor_set_bytes(args) + tensor_set_bytes(&w->params),
+				      what, e)))
+			goto out;
+	} else {
+		ret = candidate_forward(&w->cand, args, &w->params, &w->outputs, w->g.stream);
+		snprintf(where, sizeof where, "after ca_forward (%s)", what);
+		if ((rc = gpu_sync_after_call(&w->g, where, e)))
+			goto out;
+		if (ret != 0) {
+			rc = werr(e, "abi.forward_failed", false, CA_ERR_REJECTED,
+				  "ca_forward returned %d (%s)", ret, what);
+			goto out;
+		}
 	}
 
 	if ((rc = tensor_set_checksums(args, &w->g, after, e)) ||
@@ -204,15 +219,15 @@ static int verify_trial(struct worker *w, int k, struct worker_error *e)
 		goto out;
 	if ((changed = first_changed(before, after, na)) >= 0) {
 		rc = werr(e, "verify.input_modified", false, CA_ERR_REJECTED,
-			  "ca_forward modified input args.%d (%s); inputs are read-only (write "
-			  "results only into the outputs)",
+			  "ca_setup or ca_forward modified input args.%d (%s); inputs are "
+			  "read-only (write results only into the outputs)",
 			  changed, args->t[changed].spec->name);
 		goto out;
 	}
 	if ((changed = first_changed(before + na, after + na, np)) >= 0) {
 		rc = werr(e, "verify.params_modified", false, CA_ERR_REJECTED,
-			  "ca_forward modified parameter params.%d (%s); parameters are read-only "
-			  "(pack them into your own buffers in ca_setup instead)",
+			  "ca_setup or ca_forward modified parameter params.%d (%s); parameters "
+			  "are read-only (pack them into your own buffers in ca_setup instead)",
 			  changed, w->params.t[changed].spec->name);
 		goto out;
 	}
@@ -398,6 +413,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	w.nslots = w.plan.has_timing ? w.plan.timing.num_rotation : 1;
+	/* The audited trial comes from the secret timing seed; without timing, the last one. */
+	w.audit_trial = w.plan.num_verify < 1 ? -1
+			: w.plan.has_timing
+			    ? (int)(w.plan.timing.seed % (uint64_t)w.plan.num_verify)
+			    : w.plan.num_verify - 1;
 
 	if (gpu_ctx_open(&w.g, w.plan.device, &e) != 0) {
 		status = fatal(&e);

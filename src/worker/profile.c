@@ -1,12 +1,12 @@
 #include "worker/profile.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cupti.h>
 
+#include "worker/activity.h"
 #include "worker/events.h"
 #include "worker/kernels.h"
 #include "worker/timing.h"
@@ -16,13 +16,11 @@ extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *st
 
 #define OTHER_KERNELS "(other kernels)"
 
-/* CUPTI delivers buffers from its own thread: the aggregate is shared under a lock. */
-static pthread_mutex_t agg_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Filled by the activity sink (CUPTI's thread), read after activity_end(). */
 static struct profile_kernel *agg;
 static size_t agg_n, agg_cap;
 static uint64_t agg_total_ns;
 static int agg_oom;
-static int callbacks_registered;
 
 static struct profile_kernel *agg_new(const char *name)
 {
@@ -88,42 +86,17 @@ static void agg_add(const CUpti_ActivityKernel10 *k)
 	agg_total_ns += ns;
 }
 
-static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+/* The activity sink (called under activity's lock; agg is only read after activity_end). */
+static void profile_sink(const CUpti_Activity *rec, void *ctx)
 {
-	*buffer = aligned_alloc(8, PROFILE_BUFFER_BYTES);
-	*size = *buffer ? PROFILE_BUFFER_BYTES : 0;
-	*max_records = 0;
-}
-
-static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
-				      size_t size, size_t valid)
-{
-	CUpti_Activity *rec = NULL;
 	(void)ctx;
-	(void)stream_id;
-	(void)size;
-	pthread_mutex_lock(&agg_lock);
-	while (buffer && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-		if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
-		    rec->kind == CUPTI_ACTIVITY_KIND_KERNEL)
-			agg_add((const CUpti_ActivityKernel10 *)(const void *)rec);
-	}
-	pthread_mutex_unlock(&agg_lock);
-	free(buffer);
-}
-
-static int cupti_fail(struct worker_error *e, CUptiResult res, const char *what)
-{
-	const char *s = NULL;
-	if (cuptiGetResultString(res, &s) != CUPTI_SUCCESS || !s)
-		s = "unknown CUPTI error";
-	return werr(e, "profile.cupti_error", false, CA_ERR_UNSUPPORTED,
-		    "CUPTI %s failed (%d: %s); no kernel profile", what, (int)res, s);
+	if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+	    rec->kind == CUPTI_ACTIVITY_KIND_KERNEL)
+		agg_add((const CUpti_ActivityKernel10 *)(const void *)rec);
 }
 
 static void agg_reset(void)
 {
-	pthread_mutex_lock(&agg_lock);
 	for (size_t i = 0; i < agg_n; i++)
 		free(agg[i].name);
 	free(agg);
@@ -131,7 +104,6 @@ static void agg_reset(void)
 	agg_n = agg_cap = 0;
 	agg_total_ns = 0;
 	agg_oom = 0;
-	pthread_mutex_unlock(&agg_lock);
 }
 
 static int cmp_total(const void *a, const void *b)
@@ -187,10 +159,8 @@ int profile_run(struct gpu_ctx *g, struct candidate *c, const struct plan_profil
 		struct tensor_set *params, struct tensor_set *args, struct tensor_set *outputs,
 		struct profile_result *r, struct worker_error *e)
 {
-	CUptiResult res;
 	bool enabled = false;
 	char what[64];
-	size_t dropped = 0;
 	int rc;
 
 	memset(r, 0, sizeof *r);
@@ -205,15 +175,11 @@ int profile_run(struct gpu_ctx *g, struct candidate *c, const struct plan_profil
 	    (rc = timing_plain_call(g, c, args, params, outputs, "profile warm-up call", e)))
 		return rc;
 
-	if (!callbacks_registered) {
-		res = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-		if (res != CUPTI_SUCCESS)
-			return cupti_fail(e, res, "cuptiActivityRegisterCallbacks");
-		callbacks_registered = 1;
+	{
+		static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
+		if ((rc = activity_begin(kinds, 1, profile_sink, NULL, "profile.cupti_error", e)))
+			return rc;
 	}
-	res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-	if (res != CUPTI_SUCCESS)
-		return cupti_fail(e, res, "cuptiActivityEnable(CONCURRENT_KERNEL)");
 	enabled = true;
 
 	for (int i = 0; i < plan->calls; i++) {
@@ -224,23 +190,11 @@ int profile_run(struct gpu_ctx *g, struct candidate *c, const struct plan_profil
 		r->forward_calls++;
 	}
 
-	res = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	if (res != CUPTI_SUCCESS) {
-		rc = cupti_fail(e, res, "cuptiActivityFlushAll");
-		goto out;
-	}
-	res = cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	enabled = false;
-	if (res != CUPTI_SUCCESS) {
-		rc = cupti_fail(e, res, "cuptiActivityDisable");
+	if ((rc = activity_end(&r->dropped_records, "profile.cupti_error", e)))
 		goto out;
-	}
-	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
-		r->dropped_records = dropped;
 
-	pthread_mutex_lock(&agg_lock);
 	if (agg_oom) {
-		pthread_mutex_unlock(&agg_lock);
 		rc = werr(e, "profile.cupti_error", false, CA_ERR_NOMEM,
 			  "out of host memory aggregating kernel records");
 		goto out;
@@ -251,15 +205,12 @@ int profile_run(struct gpu_ctx *g, struct candidate *c, const struct plan_profil
 	agg = NULL;
 	agg_n = agg_cap = 0;
 	agg_total_ns = 0;
-	pthread_mutex_unlock(&agg_lock);
 	if (r->n > 1)
 		qsort(r->kernels, r->n, sizeof *r->kernels, cmp_total);
 	r->copy_gbps = measure_copy_gbps(g);
 out:
-	if (enabled) {
-		cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-		/* Only after a candidate failure: the context may be broken; do not flush. */
-	}
+	if (enabled)
+		activity_abort(); /* after a candidate failure: the context may be broken */
 	if (rc)
 		agg_reset();
 	return rc;

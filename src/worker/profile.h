@@ -25,7 +25,6 @@
 
 #define PROFILE_MAX_KERNELS 1024   /* distinct names kept; the rest are lumped together */
 #define PROFILE_NAME_MAX_JSON 512  /* demangled names are cut to this many bytes in the event */
-#define PROFILE_BUFFER_BYTES (8u << 20)
 
 struct profile_kernel {
 	char *name; /* as CUPTI reports it (mangled for C++ kernels) */

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "util/clock.h"
+#include "worker/audit.h"
+#include "worker/events.h"
 #include "worker/kernels.h"
 
 /* State of one timing run. */
@@ -52,7 +54,7 @@ int timing_plain_call(struct gpu_ctx *g, struct candidate *c, struct tensor_set 
 	int ret = candidate_forward(c, args, params, outputs, g->stream);
 	int rc;
 	snprintf(where, sizeof where, "after ca_forward (%s)", what);
-	if ((rc = gpu_sync(g, where, e)))
+	if ((rc = gpu_sync_after_call(g, where, e)))
 		return rc;
 	if (ret != 0)
 		return werr(e, "abi.forward_failed", false, CA_ERR_REJECTED,
@@ -89,7 +91,7 @@ static int timed_call(struct loop *L, struct tensor_set *args, const char *what,
 	else if (err == cudaSuccess)
 		err = last;
 	if (err != cudaSuccess)
-		return werr_cuda(e, err, "after ca_forward (%s)", what);
+		return werr_cuda_call(e, err, "after ca_forward (%s)", what);
 	if (ret != 0)
 		return werr(e, "abi.forward_failed", false, CA_ERR_REJECTED,
 			    "ca_forward returned %d (%s)", ret, what);
@@ -244,13 +246,29 @@ int timing_run(struct gpu_ctx *g, struct gpu_nvml *nvml, struct candidate *c,
 	 * would make a 2 us kernel warm up for thousands of calls). */
 	{
 		double w0 = ca_now();
+		/* One of the first warm-up calls is audited (audit.h), chosen from the seed. */
+		int audit_at = (int)stats_rng_below(
+			&L.rng, (uint64_t)(p->warmup_min_calls > 0 ? p->warmup_min_calls : 1));
 		while (r->warmup_calls < p->warmup_min_calls || r->warmup_ms < p->warmup_min_ms) {
 			double ev, host;
 			int slot = (int)(L.turn++ % (unsigned long)L.nslots);
 			snprintf(what, sizeof what, "warm-up call %d", r->warmup_calls + 1);
-			if ((rc = prepare(&L, slot, NULL, NULL, what, e)) ||
-			    (rc = timed_call(&L, &slots[slot], what, &ev, &host, e)))
+			if ((rc = prepare(&L, slot, NULL, NULL, what, e)))
 				goto out;
+			if (r->warmup_calls == audit_at) {
+				struct audit_result ar;
+				if ((rc = audit_call(g, c, &slots[slot], params, outputs, what,
+						     "timing", &ar, e)))
+					goto out;
+				events_emit("audit", audit_result_json(&ar));
+				if ((rc = audit_judge(&ar,
+						      tensor_set_bytes(&slots[slot]) +
+							      tensor_set_bytes(params),
+						      what, e)))
+					goto out;
+			} else if ((rc = timed_call(&L, &slots[slot], what, &ev, &host, e))) {
+				goto out;
+			}
 			r->warmup_calls++;
 			r->warmup_ms = (ca_now() - w0) * 1e3;
 		}

@@ -1,104 +1,104 @@
 #!/usr/bin/env bash
-# The adversarial suite on a GPU: evaluates every candidate under tests/adversarial/{honest,cheats}/
-# with `cuda-agent eval --json` against its task and checks the result against its expect.json:
-#   honest -> correct, reward >= 1
-#   cheat  -> reward -1 with reason.code among its "reasons"
-# Usage: tests/adversarial/run.sh [NAME ...]   (default: every candidate)
-# Environment: CA_BUILD (build dir), PYTHON / CUDA_AGENT_PYTHON (Python with torch), ADV_BUDGET
-# (timed-loop budget in seconds, default 1: the checked calls all fall in the first samples, so a
-# shorter budget weakens no check), ADV_TIMEOUT (watchdog per evaluation, default 120 s),
-# ADV_EVAL_FLAGS (more eval options, e.g. --sandbox), OUT (where adversarial_results.jsonl
-# goes). Prints a table (name, expected, got, reward, verdict) and "N passed, N failed" last;
+# A candidate suite on a GPU: evaluates every candidate with `cuda-agent eval --json` against its
+# task and checks the result against its expect.json. One eval call per task (one warm torch
+# bridge for all its candidates); a candidate the call never reached is a failure (no-result).
+# Two suites share this script (loader and runner: tests/adversarial/suite.py):
+#   tests/adversarial (default; honest/ and cheats/):
+#     honest -> correct, reward >= 1;  cheat -> reward -1 with reason.code among its "reasons"
+#   tests/faults (--suite tests/faults, or tests/faults/run.sh; no split):
+#     fault  -> reward -1 with one of its reasons, ended within the watchdog + 30 s, and none of
+#               its "host_files" left on the host; each fault is followed by the task's control
+#               (tests/faults/good), which must be correct: the next evaluation still works
+# Usage: tests/adversarial/run.sh [--suite DIR] [NAME ...]   (default: every candidate)
+# Environment (PREFIX is ADV for tests/adversarial, FAULT for tests/faults):
+#   PREFIX_EVAL_FLAGS  more eval options; adversarial default none, faults default --sandbox
+#                      (cuda-agent's default too; --no-sandbox turns it off). Candidates with
+#                      "sandbox": true are skipped without the sandbox, and so are those whose
+#                      "requires" layers the
+#                      host's sandbox did not have on
+#   PREFIX_ALLOW_SKIP  1: skipped candidates are reported but not counted as failures
+#   PREFIX_TIMEOUT     the watchdog per evaluation (--timeout), default 120 s / faults 20 s
+#   PREFIX_BUDGET      timed-loop budget, default 1 s (the checked calls all fall in the first
+#                      samples, so a shorter budget weakens no check)
+#   CA_BUILD (build dir), PYTHON / CUDA_AGENT_PYTHON (Python with torch), OUT (where
+#   <suite>_results.jsonl goes: one JSON result per evaluation with a "check" object added)
+# Prints ok/FAIL lines as results arrive, a table, the suite time and "N passed, N failed" last;
 # exits nonzero on any failure.
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+suite=tests/adversarial
+names=()
+here="$(dirname "$0")"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --suite) [ $# -ge 2 ] || { usage >&2; exit 2; }; suite="$2"; shift 2 ;;
+    --suite=*) suite="${1#--suite=}"; shift ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; names+=("$@"); break ;;
+    -*) echo "unknown option $1" >&2; usage >&2; exit 2 ;;
+    *) names+=("$1"); shift ;;
+  esac
+done
+[ -d "$suite" ] || [ -d "$here/../../$suite" ] || { echo "no suite directory $suite" >&2; exit 2; }
+[ -d "$suite" ] || suite="$here/../../$suite"
+suite="$(cd "$suite" && pwd)"
+cd "$here/../.." || exit 1
 build="${CA_BUILD:-$PWD/build}"
 cli="$build/cuda-agent"
 py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
 export CUDA_AGENT_PYTHON="$py"
-adv=tests/adversarial
-budget="${ADV_BUDGET:-1}"
-watchdog="${ADV_TIMEOUT:-120}"
-tmp="$(mktemp -d /tmp/ca-adv.XXXXXX)"
+tmp="$(mktemp -d /tmp/ca-suite.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
-results="${OUT:-$tmp}/adversarial_results.jsonl"
-: >"$results"
 # shellcheck source=tests/lib.sh
 . tests/lib.sh
 
-[ -x "$cli" ] || { echo "missing $cli: run make first"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader 2>/dev/null || true
+if [ -d "$suite/honest" ] || [ -d "$suite/cheats" ]; then
+  prefix=ADV default_watchdog=120 default_flags=""
+else
+  prefix=FAULT default_watchdog=20 default_flags="--sandbox"
+fi
+var="${prefix}_TIMEOUT"; watchdog="${!var:-$default_watchdog}"
+var="${prefix}_BUDGET"; budget="${!var:-1}"
+var="${prefix}_EVAL_FLAGS"; flags="${!var-$default_flags}"
+var="${prefix}_ALLOW_SKIP"; allow_skip="${!var:-0}"
+results="${OUT:-$tmp}/$(basename "$suite")_results.jsonl"
+: >"$results"
 
-# One line per candidate: kind<TAB>name<TAB>task<TAB>expected reasons (honest: "ok")
-"$py" - "$adv" "$@" >"$tmp/list" <<'PY' || { echo "bad expect.json (run check_build.sh)"; exit 1; }
-import json, os, sys
-adv, only = sys.argv[1], set(sys.argv[2:])
-for kind in ("honest", "cheats"):
-    for name in sorted(os.listdir(os.path.join(adv, kind))):
-        if only and name not in only:
-            continue
-        e = json.load(open(os.path.join(adv, kind, name, "expect.json")))
-        reasons = "ok" if kind == "honest" else ",".join(e["reasons"])
-        print(f"{kind}\t{name}\t{e['task']}\t{reasons}")
-PY
+[ -x "$cli" ] || { echo "missing $cli: run make first"; exit 1; }
+if ! "$py" tests/adversarial/suite.py list "$suite" ${names[@]+"${names[@]}"} >/dev/null 2>"$tmp/list.err"; then
+  bad "expect.json files and names are valid (run check_build.sh)" "$(cat "$tmp/list.err")"
+  finish
+  exit 1
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader 2>/dev/null || true
+echo "suite ${suite#"$PWD"/}: eval flags '${flags}', watchdog ${watchdog} s, budget ${budget} s"
 
 start=$(date +%s)
-while IFS=$'\t' read -r kind name task reasons; do
-  t0=$(date +%s)
-  # shellcheck disable=SC2086 # ADV_EVAL_FLAGS is a list of options
-  timeout $((watchdog + 300)) "$cli" eval --json -q --budget "$budget" --timeout "$watchdog" ${ADV_EVAL_FLAGS:-} \
-    "$adv/tasks/$task" "$adv/$kind/$name" >"$tmp/out" 2>"$tmp/err" </dev/null
-  rc=$?
-  # One JSON line per evaluation, with the suite's own fields added for the table.
-  "$py" - "$tmp/out" "$kind" "$name" "$reasons" "$rc" "$(( $(date +%s) - t0 ))" >>"$results" <<'PY'
-import json, sys
-path, kind, name, reasons, rc, secs = sys.argv[1:]
-try:
-    r = json.loads(open(path).readline())
-except (OSError, ValueError):
-    r = {"reason": {"code": "no-result", "message": f"cuda-agent exited {rc} without a JSON result"}}
-reason = r.get("reason") or {}
-code = reason.get("code", "no-result")
-if kind == "honest":
-    passed = r.get("correct") is True and isinstance(r.get("reward"), (int, float)) and r["reward"] >= 1
-else:
-    passed = r.get("reward") == -1 and code in reasons.split(",")
-r["adversarial"] = {"kind": kind, "name": name, "expected": reasons, "got": code, "passed": passed,
-                    "seconds": int(secs), "exit": int(rc)}
-print(json.dumps(r))
-PY
-  # "pass" or "fail", a tab, and what went wrong
-  verdict="$(tail -n 1 "$results" | "$py" -c '
-import json, sys
-r = json.loads(sys.stdin.read())
-a = r["adversarial"]
-msg = " ".join((r.get("reason") or {}).get("message", "").split())[:400]
-why = "expected %s, got %s (reward %s, exit %s): %s" % (a["expected"], a["got"], r.get("reward"), a["exit"], msg)
-print(("pass" if a["passed"] else "fail") + "\t" + why)')"
-  if [ "${verdict%%$'\t'*}" = pass ]; then
-    ok "$kind $name"
-  else
-    bad "$kind $name" "${verdict#*$'\t'}"
-  fi
-done <"$tmp/list"
+skipped=0
+ended=0
+while IFS=$'\t' read -r verdict label why; do
+  case "$verdict" in
+    pass) ok "$label" ;;
+    fail) bad "$label" "$why" ;;
+    skip)
+      if [ "$allow_skip" = 1 ]; then
+        skipped=$((skipped + 1))
+        echo "skip $label: $why"
+      else
+        bad "$label (skipped)" "$why (${prefix}_ALLOW_SKIP=1 accepts skips)"
+      fi ;;
+    note) echo "note $why" ;;
+    end) ended=1 ;;
+    *) bad "runner output" "unexpected line: $verdict $label $why" ;;
+  esac
+done < <("$py" tests/adversarial/suite.py run --suite "$suite" --cli "$cli" --results "$results" \
+           --tmp "$tmp" --watchdog "$watchdog" --budget "$budget" --flags="$flags" \
+           -- ${names[@]+"${names[@]}"})
+[ "$ended" = 1 ] || bad "the runner (tests/adversarial/suite.py run) went through the suite" \
+  "it stopped early: see its messages above"
 
 echo
-"$py" - "$results" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"{'candidate':34} {'expected':58} {'got':26} {'reward':>6} {'ms':>9} {'s':>4}  verdict")
-for r in rows:
-    a = r["adversarial"]
-    t = (r.get("timing") or {}).get("candidate") or {}
-    ms = t.get("median_ms")
-    ms = f"{ms:9.4f}" if isinstance(ms, (int, float)) else f"{'-':>9}"
-    exp = a["expected"] if len(a["expected"]) <= 58 else a["expected"][:55] + "..."
-    print(f"{a['kind'][0] + ':' + a['name']:34} {exp:58} {a['got']:26} {str(r.get('reward')):>6} {ms} "
-          f"{a['seconds']:4d}  {'ok' if a['passed'] else 'FAIL'}")
-honest = [r for r in rows if r["adversarial"]["kind"] == "honest"]
-cheats = [r for r in rows if r["adversarial"]["kind"] == "cheats"]
-print(f"\nhonest passed: {sum(r['adversarial']['passed'] for r in honest)}/{len(honest)}; "
-      f"cheats rejected as expected: {sum(r['adversarial']['passed'] for r in cheats)}/{len(cheats)}")
-PY
+[ -s "$results" ] && "$py" tests/adversarial/suite.py table "$results"
+[ "$skipped" -eq 0 ] || echo "$skipped skipped (${prefix}_ALLOW_SKIP=1: not counted as failures)"
 echo "suite time: $(( $(date +%s) - start )) s"
 finish

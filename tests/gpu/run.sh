@@ -66,12 +66,16 @@ run "get_inputs raises" 3 "$cli" eval --json "$data/broken_tasks/raises" "$data/
 field "get_inputs raising: task.inputs_raised" 'r["reason"]["code"] == "task.inputs_raised"'
 good "at the end"
 
-# ---- the sandbox (opt-in until this suite has passed with it on a GPU host)
-run "sandboxed evaluation" 0 "$cli" eval --json --sandbox examples/tasks/layernorm examples/solutions/layernorm
-field "sandboxed evaluation is correct with every layer reported" 'r["correct"] is True and r["isolation"]["sandbox"] is True and r["isolation"]["namespaces"] is True and r["isolation"]["seccomp"] is True'
-run "sandboxed fault" 1 "$cli" eval --json --sandbox "$data/tiny_task" "$bad_dir/illegal_address"
+# ---- the sandbox (on by default: every evaluation above ran in it) and --no-sandbox
+run "sandboxed evaluation" 0 "$cli" eval --json examples/tasks/layernorm examples/solutions/layernorm
+field "sandboxed by default, every layer reported" 'r["correct"] is True and r["isolation"]["sandbox"] is True and r["isolation"]["namespaces"] is True and r["isolation"]["seccomp"] is True'
+run "sandboxed fault" 1 "$cli" eval --json "$data/tiny_task" "$bad_dir/illegal_address"
 field "sandboxed fault: fault.illegal_address" 'r["reason"]["code"] == "fault.illegal_address"'
 good "after the sandboxed fault"
+run "evaluation without the sandbox" 0 "$cli" eval --json --no-sandbox examples/tasks/layernorm examples/solutions/layernorm
+field "--no-sandbox: correct, and the result says the sandbox was off" 'r["correct"] is True and r["isolation"]["sandbox"] is False and r["isolation"]["reference_outputs_hidden"] is False'
+field "the audit recorded two calls" 'len(r["audit"]) == 2 and all(a["ran"] for a in r["audit"]) and all(a["late_us"] <= 2 for a in r["audit"])'
+
 
 # ---- profile: CUPTI table
 run "profile" 0 "$cli" profile --json --task examples/tasks/layernorm examples/solutions/layernorm

@@ -93,7 +93,7 @@ static void test_allowed_symbols(void **state)
 		"_ZSt4cout", "_ZSt4cerr", "_ZNSolsEi", "_ZNSo5flushEv", "_ZNSo3putEc",
 		"_ZNSo9_M_insertIdEERSoT_",
 		"_ZSt16__ostream_insertIcSt11char_traitsIcEERSt13basic_ostreamIT_T0_ES6_PKS3_l",
-		"_ZNSt8ios_base4InitC1Ev", "_ZNSt8ios_base4InitD1Ev",
+		"_ZNSt8ios_base4InitC1Ev", "_ZNSt8ios_base4InitD1Ev", "_ZSt21ios_base_library_initv",
 		"_ZSt4endlIcSt11char_traitsIcEERSt13basic_ostreamIT_T0_ES6_",
 		"_ZNKSt5ctypeIcE13_M_widen_initEv", "_ZNSt6localeC1Ev",
 		"_ZNSt7__cxx1119basic_ostringstreamIcSt11char_traitsIcESaIcEED1Ev",

@@ -43,8 +43,9 @@ static const char helper_src[] =
 	"#include <arpa/inet.h>\n#include <dirent.h>\n#include <errno.h>\n#include <fcntl.h>\n"
 	"#include <netinet/in.h>\n#include <pthread.h>\n#include <sched.h>\n#include <signal.h>\n"
 	"#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <sys/mount.h>\n"
-	"#include <sys/ptrace.h>\n#include <sys/socket.h>\n#include <sys/syscall.h>\n"
-	"#include <sys/wait.h>\n#include <unistd.h>\n"
+	"#include <sys/ptrace.h>\n#include <sys/socket.h>\n#include <sys/stat.h>\n"
+	"#include <sys/syscall.h>\n#include <sys/wait.h>\n#include <unistd.h>\n"
+	"#include <linux/sched.h>\n"
 	"extern char **environ;\n"
 	"static const char *en(int e) { const char *n = strerrorname_np(e); return n ? n : \"?\"; }\n"
 	"static void *thr(void *a) { return a; }\n"
@@ -89,8 +90,32 @@ static const char helper_src[] =
 	"    } else if (!strcmp(c, \"thread\")) {\n"
 	"      pthread_t t; int r = pthread_create(&t, 0, thr, 0);\n"
 	"      if (!r) pthread_join(t, 0);\n"
-	"      pid_t p = fork(); if (p == 0) _exit(3); int st = 0; waitpid(p, &st, 0);\n"
-	"      printf(\"thread %s fork %d\\n\", r ? en(r) : \"ok\", WEXITSTATUS(st));\n"
+	"      printf(\"thread %s\\n\", r ? en(r) : \"ok\");\n"
+	"    } else if (!strcmp(c, \"rawfork\")) {\n"
+	"      long p = syscall(SYS_fork); if (p == 0) _exit(3); int st = 0;\n"
+	"      if (p > 0) waitpid((pid_t)p, &st, 0);\n"
+	"      printf(\"rawfork %s %d\\n\", p > 0 ? \"ok\" : en(errno), WEXITSTATUS(st));\n"
+	"    } else if (!strcmp(c, \"x32fork\")) {\n"
+	"      long p = syscall(0x40000000L | SYS_fork); if (p == 0) _exit(3);\n"
+	"      printf(\"x32fork %s\\n\", p > 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"vfork\")) {\n"
+	"      pid_t p = vfork(); if (p == 0) _exit(4); int st = 0;\n"
+	"      if (p > 0) waitpid(p, &st, 0);\n"
+	"      printf(\"vfork %s %d\\n\", p > 0 ? \"ok\" : en(errno), WEXITSTATUS(st));\n"
+	"    } else if (!strcmp(c, \"clone3\")) {\n"
+	"      struct clone_args ca; memset(&ca, 0, sizeof ca); ca.exit_signal = SIGCHLD;\n"
+	"      long p = syscall(SYS_clone3, &ca, sizeof ca); if (p == 0) _exit(5); int st = 0;\n"
+	"      if (p > 0) waitpid((pid_t)p, &st, 0);\n"
+	"      printf(\"clone3 %s\\n\", p > 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"exec\")) {\n"
+	"      char *const args[] = {argv[0], \"pid\", NULL}; execve(argv[0], args, environ);\n"
+	"      printf(\"exec %s\\n\", en(errno));\n"
+	"    } else if (!strcmp(c, \"mkdir\")) {\n"
+	"      const char *p = argv[++i];\n"
+	"      printf(\"mkdir %s %s\\n\", p, mkdir(p, 0755) == 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"symlink\")) {\n"
+	"      const char *t = argv[++i], *p = argv[++i];\n"
+	"      printf(\"symlink %s %s\\n\", p, symlink(t, p) == 0 ? \"ok\" : en(errno));\n"
 	"    } else if (!strcmp(c, \"write\")) {\n"
 	"      const char *p = argv[++i]; int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);\n"
 	"      if (fd < 0 || write(fd, \"data\\n\", 5) != 5) printf(\"write %s %s\\n\", p, en(errno));\n"
@@ -171,38 +196,48 @@ static bool layer_on(enum sandbox_layer l)
 	} while (0)
 
 /* Runs argv in the sandbox, collects its stdout lines (joined with '\n') until EOF or
- * `timeout_s`, then finishes it (grace 5 s). Returns sandbox_spawn's code. */
-static int run_sb(const struct sandbox_opts *o, const char *const *argv, char *out, size_t size,
-		  double timeout_s, struct ca_run_result *fate, struct sandbox_report *rep,
-		  struct ca_diag *d)
+ * `timeout_s`, then finishes it (grace 5 s), leaving the finished sandbox in *sb. Returns
+ * sandbox_spawn's code. */
+static int run_sb_keep(const struct sandbox_opts *o, const char *const *argv, char *out,
+		       size_t size, double timeout_s, struct ca_run_result *fate,
+		       struct sandbox *sb, struct ca_diag *d)
 {
-	struct sandbox sb;
 	size_t off = 0;
 	double end = ca_now() + timeout_s;
 	char err_path[PATH_MAX];
 	assert_int_equal(ca_path_join(err_path, sizeof err_path, tmpdir, "stderr.txt"), 0);
-	int rc = sandbox_spawn(&sb, argv, o, err_path, d);
+	int rc = sandbox_spawn(sb, argv, o, err_path, d);
 	out[0] = '\0';
 	memset(fate, 0, sizeof *fate);
-	if (rep)
-		*rep = sb.report;
 	if (rc)
 		return rc;
-	close(sb.child.to_child);
-	sb.child.to_child = -1;
+	close(sb->child.to_child);
+	sb->child.to_child = -1;
 	for (;;) {
 		char *line = NULL;
 		struct ca_diag rd;
 		double left = end - ca_now();
-		if (left <= 0 || ca_child_read_line(&sb.child, 65536, left, &line, &rd) != 0)
+		if (left <= 0 || ca_child_read_line(&sb->child, 65536, left, &line, &rd) != 0)
 			break;
 		int n = snprintf(out + off, size - off, "%s%s", off ? "\n" : "", line);
 		if (n > 0 && (size_t)n < size - off)
 			off += (size_t)n;
 		free(line);
 	}
-	sandbox_finish(&sb, 5.0, fate);
+	sandbox_finish(sb, 5.0, fate);
 	return 0;
+}
+
+/* run_sb_keep, also handing back the report. */
+static int run_sb(const struct sandbox_opts *o, const char *const *argv, char *out, size_t size,
+		  double timeout_s, struct ca_run_result *fate, struct sandbox_report *rep,
+		  struct ca_diag *d)
+{
+	struct sandbox sb;
+	int rc = run_sb_keep(o, argv, out, size, timeout_s, fate, &sb, d);
+	if (rep)
+		*rep = sb.report;
+	return rc;
 }
 
 /* The helper with commands, default options plus the helper's directory bound. */
@@ -363,7 +398,9 @@ static void test_pid_namespace(void **state)
 		assert_non_null(strstr(out, "hostname sandbox\n"));
 	assert_int_equal(fate.exit_code, 0);
 
-	/* through a shell: the shell is PID 1, the helper PID 2, nothing else */
+	/* through a shell: the shell is PID 1, the helper PID 2, nothing else (the shell forks:
+	 * without the seccomp filter, which kills process creation) */
+	o.disable = SANDBOX_BIT(SANDBOX_SECCOMP);
 	char script[PATH_MAX + 32];
 	snprintf(script, sizeof script, "%s pid; echo $$", helper);
 	const char *sh[] = {"/bin/sh", "-c", script, NULL};
@@ -549,8 +586,14 @@ static void test_seccomp(void **state)
 {
 	(void)state;
 	NEED_LAYER(SANDBOX_SECCOMP);
-	static const char *const killed[] = {"ptrace", "unshare", "inet",   "netlink",
-					     "mount",  "clonens", "uring"};
+	/* each is killed (SIGSYS) at its forbidden call: escape routes, and process creation in
+	 * every form (libc fork = clone(SIGCHLD), the fork and vfork system calls, posix_spawn-like
+	 * exec, a second execve) */
+	static const char *const killed[][2] = {
+		{"ptrace", NULL}, {"unshare", NULL}, {"inet", NULL},    {"netlink", NULL},
+		{"mount", NULL},  {"clonens", NULL}, {"uring", NULL},   {"fork", "1"},
+		{"rawfork", NULL}, {"vfork", NULL},  {"exec", NULL},    {"x32fork", NULL},
+	};
 	struct sandbox_bind b[1];
 	struct sandbox_opts o;
 	struct ca_run_result fate;
@@ -559,21 +602,32 @@ static void test_seccomp(void **state)
 	base_opts(&o, b, 1);
 
 	for (size_t i = 0; i < sizeof killed / sizeof killed[0]; i++) {
-		const char *cmds[] = {"pid", killed[i], NULL};
+		const char *cmds[] = {"pid", killed[i][0], killed[i][1], NULL};
 		assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
 		if (fate.term_signal != SIGSYS)
-			fail_msg("%s: expected SIGSYS, got signal %d exit %d: %s", killed[i],
+			fail_msg("%s: expected SIGSYS, got signal %d exit %d: %s", killed[i][0],
 				 fate.term_signal, fate.exit_code, out);
 		assert_non_null(strstr(out, "pid ")); /* it ran up to the forbidden call */
 		assert_null(strstr(out, "end"));
+		/* the kill is the whole process, and the supervisor can tell it from a crash */
+		struct sandbox fake;
+		memset(&fake, 0, sizeof fake);
+		fake.report.layer[SANDBOX_SECCOMP].on = true;
+		assert_true(sandbox_killed_by_seccomp(&fake, &fate));
 	}
-	/* what the worker needs still works: AF_UNIX sockets, threads (clone3 -> ENOSYS ->
-	 * clone), fork */
-	const char *ok[] = {"unix", "thread", NULL};
+	/* what the worker needs still works: AF_UNIX sockets, threads (pthread_create tries
+	 * clone3, gets ENOSYS, falls back to clone with CLONE_THREAD); clone3 fails softly */
+	const char *ok[] = {"unix", "thread", "clone3", NULL};
 	assert_int_equal(run_helper(&o, ok, out, sizeof out, &fate, &d), 0);
-	assert_string_equal(out, "unix ok\nthread ok fork 3\nend");
+	assert_string_equal(out, "unix ok\nthread ok\nclone3 ENOSYS\nend");
 	assert_int_equal(fate.term_signal, 0);
 	assert_int_equal(fate.exit_code, 0);
+	{
+		struct sandbox fake;
+		memset(&fake, 0, sizeof fake);
+		fake.report.layer[SANDBOX_SECCOMP].on = true;
+		assert_false(sandbox_killed_by_seccomp(&fake, &fate));
+	}
 
 	/* the same calls without the filter are not killed (the test can fail) */
 	o.disable = SANDBOX_BIT(SANDBOX_SECCOMP);
@@ -582,6 +636,16 @@ static void test_seccomp(void **state)
 	assert_int_equal(fate.term_signal, 0);
 	assert_non_null(strstr(out, "inet ok\n"));
 	assert_non_null(strstr(out, "\nend")); /* io_uring may be switched off by a sysctl */
+	/* (a separate run: after PTRACE_TRACEME a child's SIGCHLD would stop the helper) */
+	const char *free_procs[] = {"inet", "rawfork", "vfork", "clone3",
+				    "fork", "2",       "exec",  NULL};
+	assert_int_equal(run_helper(&o, free_procs, out, sizeof out, &fate, &d), 0);
+	if (fate.term_signal != 0 || !strstr(out, "inet ok\n") ||
+	    !strstr(out, "rawfork ok 3\n") || !strstr(out, "vfork ok 4\n") ||
+	    !strstr(out, "clone3 ok\n") || !strstr(out, "fork 2 none\n") ||
+	    /* the exec replaced the helper, which then ran "pid" and ended */
+	    strstr(out, "exec ") || !strstr(out, "\npid ") || !strstr(out, "\nend"))
+		fail_msg("without the filter: signal %d: %s", fate.term_signal, out);
 }
 
 static void test_identity_and_env(void **state)
@@ -654,6 +718,7 @@ static void test_rlimit_fsize(void **state)
 	char out[4096], big[PATH_MAX], script[2 * PATH_MAX + 128], err_path[PATH_MAX], tail[1024];
 	base_opts(&o, b, 1);
 	o.fsize_bytes = 1u << 20;
+	o.disable = SANDBOX_BIT(SANDBOX_SECCOMP); /* the shell forks head */
 	/* the sandbox's private /tmp, or (without the filesystem layer) the test's directory */
 	if (layer_on(SANDBOX_FILESYSTEM))
 		snprintf(big, sizeof big, "/tmp/big");
@@ -693,6 +758,9 @@ static void test_rlimit_nproc(void **state)
 	double t0 = ca_now();
 	base_opts(&o, b, 1);
 	o.nproc = 16;
+	/* the second wall against fork bombs, for when the first (seccomp kills process creation)
+	 * is not there */
+	o.disable = SANDBOX_BIT(SANDBOX_SECCOMP);
 	const char *cmds[] = {"fork", "1000", NULL};
 	assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
 	assert_int_equal(sscanf(out, "fork %d %31s", &n, err), 2);
@@ -774,6 +842,7 @@ static void test_watchdog_kills_everything(void **state)
 	struct ca_diag d;
 	char link[64], ns[64], *line = NULL;
 	base_opts(&o, b, 1);
+	o.disable = SANDBOX_BIT(SANDBOX_SECCOMP); /* (the shell forks) */
 	/* a grandchild that would outlive a plain kill of the child, and a child that ignores
 	 * stdin EOF and sleeps "forever" */
 	const char *sh[] = {"/bin/sh", "-c", "sleep 100 & sleep 100 & echo started; wait", NULL};
@@ -797,6 +866,259 @@ static void test_watchdog_kills_everything(void **state)
 	assert_int_equal(sb.child.pid, -1);
 }
 
+/* ---- scratch directories ------------------------------------------------------------------------
+ */
+
+/* Whether the list names `path` among its first entries. */
+static bool named(const struct sandbox_scratch_list *l, const char *path)
+{
+	for (size_t i = 0; i < l->found && i < SANDBOX_SCRATCH_NAMED; i++)
+		if (strcmp(l->named[i], path) == 0)
+			return true;
+	return false;
+}
+
+/* /tmp and /dev/shm bound from the caller's directories: what the program writes there is on
+ * the host afterwards, and sandbox_scratch_check() reports it; the mount point the sandbox
+ * makes there for a bind (the helper's directory lies under /tmp) is not reported. */
+static void test_scratch(void **state)
+{
+	(void)state;
+	NEED_LAYER(SANDBOX_FILESYSTEM);
+	char stmp[PATH_MAX], sshm[PATH_MAX], outside[PATH_MAX], file[PATH_MAX], skel[PATH_MAX];
+	char out[4096], list[1024], *text = NULL;
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct sandbox sb;
+	struct sandbox_scratch_list l;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	struct stat st;
+	size_t found = 99, len = 0;
+
+	tmp_path(stmp, sizeof stmp, "scratch-tmp");
+	tmp_path(sshm, sizeof sshm, "scratch-shm");
+	tmp_path(outside, sizeof outside, "outside");
+	assert_int_equal(mkdir(stmp, 0700), 0);
+	assert_int_equal(mkdir(sshm, 0700), 0);
+	assert_int_equal(ca_mkdirs(outside, 0755, &d), 0);
+	assert_int_equal(ca_path_join(file, sizeof file, outside, "a"), 0);
+	write_text(file, "a\n");
+	assert_int_equal(ca_path_join(file, sizeof file, outside, "b"), 0);
+	write_text(file, "b\n");
+	base_opts(&o, b, 1);
+	o.tmp_dir = stmp;
+	o.shm_dir = sshm;
+
+	/* an honest program: nothing to report */
+	const char *honest[] = {"pid", "ls", "/tmp", NULL};
+	const char *argv_h[] = {helper, honest[0], honest[1], honest[2], NULL};
+	assert_int_equal(run_sb_keep(&o, argv_h, out, sizeof out, 20, &fate, &sb, &d), 0);
+	assert_int_equal(fate.exit_code, 0);
+	assert_non_null(strstr(sb.report.layer[SANDBOX_FILESYSTEM].detail, "scratch"));
+	assert_string_equal(sb.scratch[0], stmp);
+	assert_string_equal(sb.scratch[1], sshm);
+	assert_int_equal(sandbox_scratch_check(&sb, &found, list, sizeof list, &d), 0);
+	if (found)
+		fail_msg("an honest run reported: %s", list);
+	assert_string_equal(list, "");
+	/* ... although the sandbox made the helper's mount point in scratch-tmp (so the test
+	 * exercises the exemption), and the directories were handed to the program's uid */
+	assert_int_equal(snprintf(skel, sizeof skel, "%s%s", stmp, bindir + 4) > 0, 1);
+	assert_true(ca_is_dir(skel));
+	assert_int_equal(stat(stmp, &st), 0);
+	assert_int_equal(st.st_uid, geteuid() == 0 ? 65534u : (unsigned)geteuid());
+
+	/* files in /tmp and /dev/shm, a directory, a symlink to a host directory */
+	const char *argv_w[] = {helper,  "write",    "/tmp/x",      "mkdir",     "/dev/shm/d",
+				"write", "/dev/shm/d/y", "symlink", outside,     "/tmp/link",
+				"read",  "/tmp/x",   NULL};
+	assert_int_equal(run_sb_keep(&o, argv_w, out, sizeof out, 20, &fate, &sb, &d), 0);
+	assert_non_null(strstr(out, "write /tmp/x ok\n"));
+	assert_non_null(strstr(out, "write /dev/shm/d/y ok\n"));
+	assert_non_null(strstr(out, "symlink /tmp/link ok\n"));
+	assert_non_null(strstr(out, "read /tmp/x ok data\n"));
+	/* visible on the host */
+	assert_int_equal(ca_path_join(file, sizeof file, stmp, "x"), 0);
+	assert_int_equal(ca_read_file(file, 64, &text, &len, &d), 0);
+	assert_string_equal(text, "data\n");
+	free(text);
+	assert_int_equal(sandbox_scratch_check(&sb, &found, list, sizeof list, &d), 0);
+	assert_int_equal(found, 4);
+	assert_non_null(strstr(list, " and 1 more"));
+	assert_null(strstr(list, "ca-test-")); /* the mount point is not named */
+	/* per directory: the symlink is one entry, its target's two files are not looked at */
+	memset(&l, 0, sizeof l);
+	assert_int_equal(sandbox_scratch_list(stmp, "/tmp", sb.mount_points, sb.mount_points_len,
+					      NULL, &l, &d),
+			 0);
+	assert_int_equal(l.found, 2);
+	assert_true(named(&l, "/tmp/x"));
+	assert_true(named(&l, "/tmp/link"));
+	assert_false(l.incomplete);
+	memset(&l, 0, sizeof l);
+	assert_int_equal(sandbox_scratch_list(sshm, "/dev/shm", sb.mount_points,
+					      sb.mount_points_len, NULL, &l, &d),
+			 0);
+	assert_int_equal(l.found, 2);
+	assert_true(named(&l, "/dev/shm/d"));
+	assert_true(named(&l, "/dev/shm/d/y"));
+	/* without the mount points, the sandbox's own entries would be reported: the exemption
+	 * is what keeps the honest run clean */
+	memset(&l, 0, sizeof l);
+	assert_int_equal(sandbox_scratch_list(stmp, "/tmp", NULL, 0, NULL, &l, &d), 0);
+	assert_true(l.found >= 4);
+
+	/* bad scratch directories */
+	o.tmp_dir = "relative";
+	assert_int_equal(sandbox_spawn(&sb, argv_h, &o, NULL, &d), CA_ERR_INVALID);
+	o.tmp_dir = "/nonexistent/scratch";
+	assert_int_equal(sandbox_spawn(&sb, argv_h, &o, NULL, &d), CA_ERR_NOTFOUND);
+	o.tmp_dir = stmp;
+	assert_int_equal(ca_path_join(file, sizeof file, outside, "a"), 0);
+	o.shm_dir = file;
+	assert_int_equal(sandbox_spawn(&sb, argv_h, &o, NULL, &d), CA_ERR_INVALID);
+	assert_int_equal(sb.child.pid, -1);
+}
+
+static void make_file(const char *dir, const char *name, const char *text)
+{
+	char path[PATH_MAX];
+	int fd;
+	assert_int_equal(ca_path_join(path, sizeof path, dir, name), 0);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+static void make_dir(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	assert_int_equal(ca_path_join(path, sizeof path, dir, name), 0);
+	assert_int_equal(mkdir(path, 0755), 0);
+}
+
+/* The walk alone, on a tree made here: symlinks, depth and entry caps, the mount point
+ * exemption, the allowlist, an unreadable directory, and the one-line list. */
+static void test_scratch_list(void **state)
+{
+	(void)state;
+	char root[PATH_MAX], outside[PATH_MAX], link[PATH_MAX], chain[PATH_MAX], many[PATH_MAX];
+	char list[1024];
+	/* what the sandbox would have made: a file bind and a directory bind under /tmp/mp/a, a
+	 * file bind at /tmp/mp2/file */
+	static const char mps[] = "/tmp/mp/a/plan.json\0/tmp/mp/a/work\0/tmp/mp2/file";
+	static const char *const allow[] = {"/tmp/cuda.shm.*", NULL};
+	struct sandbox_scratch_list l;
+	struct sandbox fake;
+	struct ca_diag d;
+	size_t found = 0;
+
+	tmp_path(root, sizeof root, "walk");
+	tmp_path(outside, sizeof outside, "walk-outside");
+	assert_int_equal(mkdir(root, 0700), 0);
+	assert_int_equal(mkdir(outside, 0700), 0);
+	make_file(outside, "secret1", "s");
+	make_file(outside, "secret2", "s");
+	make_file(root, "f1", "x");
+	assert_int_equal(ca_path_join(link, sizeof link, root, "ln"), 0);
+	assert_int_equal(symlink(outside, link), 0);
+	/* a chain of 20 directories with a file at the bottom */
+	snprintf(chain, sizeof chain, "%s", root);
+	for (int i = 0; i < 20; i++) {
+		char name[16], next[PATH_MAX];
+		snprintf(name, sizeof name, "c%d", i);
+		make_dir(chain, name);
+		assert_int_equal(ca_path_join(next, sizeof next, chain, name), 0);
+		memcpy(chain, next, sizeof chain);
+	}
+	make_file(chain, "bottom", "x");
+	make_dir(root, "mp");
+	assert_int_equal(snprintf(chain, sizeof chain, "%s/mp", root) > 0, 1);
+	make_dir(chain, "a");
+	assert_int_equal(snprintf(chain, sizeof chain, "%s/mp/a", root) > 0, 1);
+	make_file(chain, "plan.json", "");
+	make_dir(chain, "work");
+	make_file(chain, "extra", "x"); /* next to mount points: the program's */
+	make_dir(root, "mp2");
+	assert_int_equal(snprintf(chain, sizeof chain, "%s/mp2", root) > 0, 1);
+	make_file(chain, "file", "not empty: the program wrote it");
+	make_file(root, "cuda.shm.1", "x");
+	make_dir(root, "cuda.shm.dir");
+	assert_int_equal(snprintf(chain, sizeof chain, "%s/cuda.shm.dir", root) > 0, 1);
+	make_file(chain, "inner", "x");
+
+	/* f1, ln, c0..c15 (16 levels; c15 not descended), mp/a/extra, mp2/file */
+	memset(&l, 0, sizeof l);
+	assert_int_equal(sandbox_scratch_list(root, "/tmp", mps, sizeof mps, allow, &l, &d), 0);
+	assert_int_equal(l.found, 20);
+	assert_true(l.incomplete); /* the chain goes deeper than the cap */
+	/* the symlink's target was not entered */
+	assert_true(l.visited < 40);
+	/* without the allowlist: cuda.shm.1, cuda.shm.dir and its file too */
+	memset(&l, 0, sizeof l);
+	assert_int_equal(sandbox_scratch_list(root, "/tmp", mps, sizeof mps, NULL, &l, &d), 0);
+	assert_int_equal(l.found, 23);
+	/* without the mount points: mp, mp/a, plan.json, work and mp2 too */
+	memset(&l, 0, sizeof l);
+	assert_int_equal(sandbox_scratch_list(root, "/tmp", NULL, 0, allow, &l, &d), 0);
+	assert_int_equal(l.found, 25);
+	/* the same tree shown elsewhere: the mount points no longer match */
+	memset(&l, 0, sizeof l);
+	assert_int_equal(sandbox_scratch_list(root, "/dev/shm", mps, sizeof mps, NULL, &l, &d), 0);
+	assert_int_equal(l.found, 28);
+
+	/* an unreadable directory (mode 000, which a program could set on its own directories)
+	 * is still listed: root reads it anyway, another owner makes it readable first */
+	char locked[PATH_MAX];
+	assert_int_equal(ca_path_join(locked, sizeof locked, root, "mp"), 0);
+	assert_int_equal(chmod(locked, 0), 0);
+	memset(&l, 0, sizeof l);
+	assert_int_equal(sandbox_scratch_list(root, "/tmp", mps, sizeof mps, allow, &l, &d), 0);
+	assert_int_equal(l.found, 20);
+	assert_int_equal(chmod(locked, 0755), 0);
+
+	/* the entry cap */
+	tmp_path(many, sizeof many, "many");
+	assert_int_equal(mkdir(many, 0700), 0);
+	for (int i = 0; i < SANDBOX_SCRATCH_MAX_ENTRIES + 50; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "f%d", i);
+		make_file(many, name, "");
+	}
+	memset(&l, 0, sizeof l);
+	assert_int_equal(sandbox_scratch_list(many, "/dev/shm", NULL, 0, NULL, &l, &d), 0);
+	assert_int_equal(l.found, SANDBOX_SCRATCH_MAX_ENTRIES);
+	assert_int_equal(l.visited, SANDBOX_SCRATCH_MAX_ENTRIES);
+	assert_true(l.incomplete);
+	assert_int_equal(strncmp(l.named[0], "/dev/shm/f", 10), 0);
+
+	/* the one-line list: three names, then a count */
+	memset(&fake, 0, sizeof fake);
+	snprintf(fake.scratch[1], sizeof fake.scratch[1], "%s", many);
+	assert_int_equal(sandbox_scratch_check(&fake, &found, list, sizeof list, &d), 0);
+	assert_int_equal(found, SANDBOX_SCRATCH_MAX_ENTRIES);
+	int commas = 0;
+	for (const char *c = list; (c = strstr(c, ", /dev/shm/f")); c++)
+		commas++;
+	assert_int_equal(commas, 2);
+	assert_non_null(strstr(list, " and 9997 more (not all listed)"));
+	/* nothing there, or no scratch directory: nothing to say */
+	memset(&fake, 0, sizeof fake);
+	assert_int_equal(sandbox_scratch_check(&fake, &found, list, sizeof list, &d), 0);
+	assert_int_equal(found, 0);
+	assert_string_equal(list, "");
+	snprintf(fake.scratch[0], sizeof fake.scratch[0], "%s", outside);
+	assert_int_equal(chmod(outside, 0755), 0);
+	assert_int_equal(sandbox_scratch_check(&fake, &found, list, sizeof list, &d), 0);
+	assert_int_equal(found, 2);
+	/* a scratch directory that is gone is an error, not "nothing there" */
+	assert_int_equal(ca_path_join(fake.scratch[0], sizeof fake.scratch[0], root, "nonexistent"),
+			 0);
+	assert_int_equal(sandbox_scratch_check(&fake, &found, list, sizeof list, &d), CA_ERR_IO);
+}
+
 /* ---- fallback, errors, strictness, cgroups ------------------------------------------------------
  */
 
@@ -816,6 +1138,14 @@ static void test_without_user_namespace(void **state)
 	base_opts(&o, b, 1);
 	o.disable = SANDBOX_BIT(SANDBOX_USER_NS);
 	o.nproc = 16;
+	/* the filter (and its exec rule) works the same: the first fork is the end */
+	const char *argv_k[] = {helper, "pid", "rawfork", NULL};
+	assert_int_equal(run_sb(&o, argv_k, out, sizeof out, 20, &fate, &rep, &d), 0);
+	assert_true(rep.layer[SANDBOX_SECCOMP].on);
+	assert_non_null(strstr(out, "pid 1 ppid 0 procs 1"));
+	assert_int_equal(fate.term_signal, SIGSYS);
+	/* without it, RLIMIT_NPROC still bounds a fork loop */
+	o.disable |= SANDBOX_BIT(SANDBOX_SECCOMP);
 	const char *argv[] = {helper, "pid", "status", "write", "/usr/x", "fork", "1000", NULL};
 	assert_int_equal(run_sb(&o, argv, out, sizeof out, 20, &fate, &rep, &d), 0);
 	assert_false(rep.layer[SANDBOX_USER_NS].on);
@@ -969,10 +1299,15 @@ static void test_seccomp_filter_builds(void **state)
 	unsigned short len = 0;
 	int rules = 0;
 	struct ca_diag d;
-	assert_int_equal(sandbox_seccomp_build(&f, &len, &rules, &d), 0);
+	int rules_pinned = 0;
+	assert_int_equal(sandbox_seccomp_build(0, &f, &len, &rules, &d), 0);
 	assert_non_null(f);
 	assert_true(len > 10);
 	assert_true(rules >= 30);
+	free(f);
+	/* with the exec pointer pinned: one more rule (execve) */
+	assert_int_equal(sandbox_seccomp_build(0x7f0000001000ull, &f, &len, &rules_pinned, &d), 0);
+	assert_int_equal(rules_pinned, rules + 1);
 	free(f);
 }
 
@@ -1010,16 +1345,36 @@ static void test_gpu_worker_starts(void **state)
 	struct sandbox_bind binds[] = {
 		{.src = real_worker}, {.src = plan}, {.src = pub}, {.src = work, .writable = true}};
 	struct sandbox_opts o = {0};
+	/* as the supervisor starts it (spawn_sandboxed in src/eval/eval.c): scratch directories
+	 * at /tmp and /dev/shm, the JIT cache off */
+	char stmp[PATH_MAX], sshm[PATH_MAX], list[1024];
+	const char *env[] = {"CUDA_CACHE_DISABLE=1", NULL};
+	struct sandbox sb;
+	size_t found = 0;
+	tmp_path(stmp, sizeof stmp, "worker-scratch-tmp");
+	tmp_path(sshm, sizeof sshm, "worker-scratch-shm");
+	assert_int_equal(mkdir(stmp, 0700), 0);
+	assert_int_equal(mkdir(sshm, 0700), 0);
 	o.binds = binds;
 	o.n_binds = 4;
 	o.pass_ld_library_path = true;
+	o.env = env;
+	o.tmp_dir = stmp;
+	o.shm_dir = sshm;
 	const char *argv[] = {real_worker, plan, NULL};
-	if (run_sb(&o, argv, out, sizeof out, 20.0, &fate, NULL, &d) != 0)
+	if (run_sb_keep(&o, argv, out, sizeof out, 20.0, &fate, &sb, &d) != 0)
 		fail_msg("spawn: %s", d.msg);
 	if (!strstr(out, "\"event\"") || !strstr(out, "\"worker."))
-		fail_msg("the worker said: %s", out);
+		fail_msg("the worker said: %s (signal %d)", out, fate.term_signal);
 	/* No GPU here: the worker must say so; with one it stops at the missing library. */
 	assert_true(strstr(out, "worker.no_gpu") || strstr(out, "abi.load_failed"));
+	/* The seccomp filter let it (and the CUDA stack under it) start and end ... */
+	assert_false(sandbox_killed_by_seccomp(&sb, &fate));
+	/* ... and it left nothing in /tmp or /dev/shm: on a GPU host this is where files the
+	 * driver makes there would show (then allow them in src/sandbox/scratch.c) */
+	assert_int_equal(sandbox_scratch_check(&sb, &found, list, sizeof list, &d), 0);
+	if (found)
+		fail_msg("the worker left files in its scratch directories: %s", list);
 }
 
 int main(void)
@@ -1031,6 +1386,8 @@ int main(void)
 		cmocka_unit_test(test_network),
 		cmocka_unit_test(test_filesystem),
 		cmocka_unit_test(test_seccomp),
+		cmocka_unit_test(test_scratch),
+		cmocka_unit_test(test_scratch_list),
 		cmocka_unit_test(test_identity_and_env),
 		cmocka_unit_test(test_rlimit_fsize),
 		cmocka_unit_test(test_rlimit_nproc),

@@ -1,9 +1,9 @@
 // CHEAT (library misuse: cuBLAS outside GEMM): computes the row sums as a matrix-vector product
 // with a vector of ones (cublasSgemv), a cuBLAS routine that is not a GEMM. The published
 // CUDA-Agent rules allow cuBLAS for GEMM only; the result is correct and fast, so only a check of
-// which library routines are called can reject it. Today every cublas* symbol is allowed (a
-// narrower allowlist of GEMM entry points would catch this at build time).
-// Expected: hack.library_misuse (detection still to be written).
+// which library routines are called can reject it. The symbol allowlist admits only cuBLAS's
+// GEMM entry points (the *gemm* family, cublasLtMatmul, handles and streams), so the imported
+// cublasSgemv_v2 is rejected at build time. Expected: build.forbidden_symbol.
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
 #include <cuda_agent/abi.h>

@@ -1,9 +1,9 @@
 // CHEAT (library misuse: cuDNN outside convolution): calls cudnnSoftmaxForward
 // (CUDNN_SOFTMAX_ACCURATE over each row, described as an N x C x 1 x 1 tensor). The published
 // CUDA-Agent rules allow cuDNN for convolution only; the result is correct, so only a check of
-// which library routines are called can reject it. Today every cudnn* symbol is allowed (a
-// narrower allowlist of convolution entry points would catch this at build time).
-// Expected: hack.library_misuse (detection still to be written).
+// which library routines are called can reject it. The symbol allowlist admits only cuDNN's
+// convolution entry points (descriptors, cudnnFindConvolution*, cudnnConvolutionForward, ...),
+// so the imported cudnnSoftmaxForward is rejected at build time. Expected: build.forbidden_symbol.
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
 #include <cuda_agent/abi.h>

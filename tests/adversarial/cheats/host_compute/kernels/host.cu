@@ -2,8 +2,9 @@
 // copies the result back, all ordered on the harness stream (the copies are synchronous).
 // Slow but correct: no GPU kernel of its own runs at all. The policy must not learn that CPU
 // work counts as a CUDA kernel; the host part of the timer charges the time, but the result
-// is correct, so only a dedicated check can reject it. Expected: hack.host_compute (the
-// detection is still to be written, issue 3).
+// is correct, so only a dedicated check can reject it: the CUPTI audit of one verification
+// call sees the call copy its whole input to the host (src/worker/audit.h).
+// Expected: hack.host_compute.
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
 #include <cuda_agent/abi.h>

@@ -5,8 +5,9 @@
 // use inputs that the harness wrote to disk beside their references, so every checked output is
 // the reference itself, bit for bit; the other timed calls (perturbed inputs, unchecked) do no
 // work at all. No forbidden symbol is imported (refscan.cpp uses the `syscall` instruction), so
-// the build accepts it; without a sandbox it passes today with a huge speed-up. Must be stopped
-// by the sandbox: the run directory invisible to the worker (then nothing matches, y keeps its
+// the build accepts it; without the sandbox (--no-sandbox) it would pass with a huge speed-up.
+// The sandbox (on by default) stops it
+// : the run directory invisible to the worker (then nothing matches, y keeps its
 // NaN poison: verify.mismatch) or the system calls killed (fault.crash).
 // Expected: verify.mismatch or fault.crash.
 #include <cuda_runtime.h>

@@ -8,9 +8,9 @@
 // even correct; a per-element perturbation of the same size would only make it about 1e-3 off,
 // still inside the tolerance. Fresh inputs (the verification trials, the checked calls, the
 // final call) match nothing and are computed honestly, so every check passes while almost no
-// timed call runs the GEMM. The cache is emptied in ca_setup. A hole in today's protocol: the
-// checked calls must include near-duplicates of rotation sets (a few elements changed enough to
-// move the output beyond tolerance) for a value cache to serve a wrong output.
+// timed call runs the GEMM. The cache is emptied in ca_setup. What stops it: the checked calls
+// after the first are near-duplicates of rotation sets (a few elements moved far), which it
+// mistakes for cached inputs and answers wrongly in the rows those elements feed.
 // Expected: hack.inconsistent_output (or hack.final_mismatch).
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
