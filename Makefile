@@ -19,7 +19,7 @@ CFLAGS   += -std=c17 $(WARNINGS) -fno-strict-aliasing
 LDLIBS   := -ljansson -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-CORE_DIRS := util tensor task build bridge eval store sandbox
+CORE_DIRS := util tensor task build bridge eval store sandbox report bench
 CORE_SRC  := $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
 CLI_SRC   := $(wildcard src/cli/*.c)
 WORKER_C  := $(wildcard src/worker/*.c)
@@ -40,7 +40,7 @@ CUDA_INC  := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
 
 .PHONY: $(BUILD)/.gpu-ready
-.PHONY: all cli worker test test-examples test-adversarial-build test-faults-build test-unit test-fuzz test-python test-integration test-gpu test-faults test-adversarial fuzz bench clean headers
+.PHONY: all cli worker test test-report-render test-examples test-adversarial-build test-faults-build test-unit test-fuzz test-python test-integration test-gpu test-faults test-adversarial fuzz bench clean headers
 all: cli worker
 
 headers: $(BUILD)/include/dlpack/dlpack.h $(BUILD)/include/cuda_agent/abi.h
@@ -125,6 +125,12 @@ test-python:
 
 test-integration: all
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/run.sh
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/bench.sh
+
+# The HTML report drawn by headless Chromium: its DOM and a screenshot checked against a fixture's
+# hand-computed numbers (tests/report; needs chromium, which scripts/setup.sh installs; no GPU).
+test-report-render: cli
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/report/render_check.sh
 
 # The example solutions' logic on the CPU: their kernels run as CPU threads under ASan/UBSan
 # through the real ABI, against each task's model.py (examples/emu/).
@@ -139,7 +145,7 @@ test-adversarial-build: all
 test-faults-build: all
 	PYTHON="$(PYTHON)" bash tests/faults/check_build.sh
 
-test: test-unit test-fuzz test-python test-integration test-examples test-adversarial-build test-faults-build
+test: test-unit test-fuzz test-python test-integration test-report-render test-examples test-adversarial-build test-faults-build
 
 # The GPU suite and the benchmarks use the binaries in $(BUILD); they do not rebuild, so that a
 # build made on a development machine can be carried to a GPU host without -dev packages.

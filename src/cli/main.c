@@ -8,12 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/commands.h"
+#include "cli/options.h"
 #include "eval/eval.h"
 #include "util/log.h"
 
 #define CA_VERSION "0.1.0"
 
-enum { EXIT_USAGE = 2, EXIT_INTERNAL = 5 };
 
 static const char main_usage[] =
 	"usage: cuda-agent <command> [options]\n"
@@ -27,6 +28,9 @@ static const char main_usage[] =
 	"  verify  [DIR]                 compile, then check correctness on the GPU\n"
 	"  profile [DIR]                 verify, time, and show a per-kernel GPU time table\n"
 	"  eval TASK CANDIDATE...        full evaluation of candidates (dirs with kernels/)\n"
+	"  tasks import|list|show        the task store: import KernelBench and Ops-6K tasks\n"
+	"  bench TASKS CANDIDATES        evaluate one candidate per task, resumable, with a report\n"
+	"  report RESULTS.jsonl...       the benchmark report (table, --html FILE)\n"
 	"  version                       print versions\n"
 	"\n"
 	"Run 'cuda-agent <command> --help' for a command's options.\n"
@@ -53,14 +57,6 @@ static const char options_help[] =
 	"  -v, --verbose          debug messages (and the bridge's own log on stderr)\n"
 	"  -h, --help             this help\n";
 
-struct cli {
-	struct eval_opts opts;
-	const char *task;
-	const char *python;
-	const char *device;
-	int json;
-};
-
 static int parse_double(const char *s, double *out)
 {
 	char *end;
@@ -71,7 +67,7 @@ static int parse_double(const char *s, double *out)
 	return 0;
 }
 
-static int parse_options(struct cli *c, int argc, char **argv, const char *usage_line)
+int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_line)
 {
 	enum { O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH,
 	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX };
@@ -213,7 +209,7 @@ static int cmd_workspace(int argc, char **argv, enum eval_mode mode, const char 
 	snprintf(usage, sizeof usage, "usage: cuda-agent %s [options] [DIR]", name);
 	eval_opts_defaults(&c.opts);
 	c.opts.mode = mode;
-	rc = parse_options(&c, argc, argv, usage);
+	rc = cli_parse_options(&c, argc, argv, usage);
 	if (rc)
 		return rc;
 	if (argc - optind > 1) {
@@ -232,7 +228,7 @@ static int cmd_eval(int argc, char **argv)
 
 	eval_opts_defaults(&c.opts);
 	c.opts.mode = EVAL_FULL;
-	rc = parse_options(&c, argc, argv, usage);
+	rc = cli_parse_options(&c, argc, argv, usage);
 	if (rc)
 		return rc;
 	if (argc - optind < 2) {
@@ -264,6 +260,12 @@ int main(int argc, char **argv)
 		return cmd_workspace(argc - 1, argv + 1, EVAL_PROFILE, "profile");
 	if (strcmp(argv[1], "eval") == 0)
 		return cmd_eval(argc - 1, argv + 1);
+	if (strcmp(argv[1], "tasks") == 0)
+		return cmd_tasks(argc - 1, argv + 1);
+	if (strcmp(argv[1], "report") == 0)
+		return cmd_report(argc - 1, argv + 1);
+	if (strcmp(argv[1], "bench") == 0)
+		return cmd_bench(argc - 1, argv + 1);
 	fprintf(stderr, "cuda-agent: unknown command '%s'\n%s", argv[1], main_usage);
 	return EXIT_USAGE;
 }

@@ -1174,9 +1174,10 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 	}
 	r.task_loaded = true;
 	json_object_set_new(r.result, "task",
-			    json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:f}", "id", r.task.id,
-				      "source", r.task.source, "dir", r.task.dir, "hash",
-				      r.task.hash, "precision",
+			    json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:f, s:f}", "id", r.task.id,
+				      "source", r.task.source, "level",
+				      r.task.level >= 0 ? json_integer(r.task.level) : json_null(),
+				      "dir", r.task.dir, "hash", r.task.hash, "precision",
 				      task_precision_name(r.task.precision), "atol", r.task.atol,
 				      "rtol", r.task.rtol));
 	/* Import torch (seconds) while nvcc compiles. */

@@ -31,10 +31,71 @@ static int parse_tolerance(const json_t *root, const char *key, double *out, str
 	return 0;
 }
 
+/* A string field of 1..size-1 bytes without control characters, copied into out; absent or null
+ * leaves out as it is. */
+static int parse_short_string(const json_t *root, const char *key, char *out, size_t size,
+			      struct ca_diag *d)
+{
+	const json_t *v = json_object_get(root, key);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= size ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return ca_fail(d, CA_ERR_INVALID, "task.json: '%s' must be a string of 1-%zu bytes",
+			       key, size - 1);
+	for (const char *p = json_string_value(v); *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return ca_fail(d, CA_ERR_INVALID,
+				       "task.json: '%s' must not hold control characters", key);
+	ca_strlcpy(out, json_string_value(v), size);
+	return 0;
+}
+
+/* The importers' fields (docs/tasks.md): level, name, ops, data_source. */
+static int parse_import_fields(struct task *t, const json_t *root, struct ca_diag *d)
+{
+	const json_t *v = json_object_get(root, "level");
+	size_t i;
+	int rc;
+
+	if (v && !json_is_null(v)) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > CA_TASK_LEVEL_MAX)
+			return ca_fail(d, CA_ERR_INVALID,
+				       "task.json: 'level' must be a whole number 0-%d or null",
+				       CA_TASK_LEVEL_MAX);
+		t->level = (int)json_integer_value(v);
+	}
+	rc = parse_short_string(root, "name", t->name, sizeof t->name, d);
+	if (!rc)
+		rc = parse_short_string(root, "data_source", t->data_source,
+					sizeof t->data_source, d);
+	if (rc)
+		return rc;
+	v = json_object_get(root, "ops");
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) > CA_TASK_MAX_OPS)
+		return ca_fail(d, CA_ERR_INVALID,
+			       "task.json: 'ops' must be an array of at most %d strings",
+			       CA_TASK_MAX_OPS);
+	for (i = 0; i < json_array_size(v); i++) {
+		const json_t *op = json_array_get(v, i);
+		if (!json_is_string(op) || json_string_length(op) == 0 ||
+		    json_string_length(op) >= CA_TASK_OP_MAX ||
+		    strlen(json_string_value(op)) != json_string_length(op))
+			return ca_fail(d, CA_ERR_INVALID,
+				       "task.json: 'ops' entries must be strings of 1-%d bytes",
+				       CA_TASK_OP_MAX - 1);
+	}
+	return 0;
+}
+
 static int parse_task_json(struct task *t, const char *text, size_t len, struct ca_diag *d)
 {
-	static const char *const known[] = {"id", "source", "precision", "atol", "rtol",
-					    "notes", "level", "ops", NULL};
+	static const char *const known[] = {"id",    "source", "precision", "atol", "rtol",
+					    "notes", "level",  "name",      "ops",  "data_source",
+					    NULL};
 	json_error_t jerr;
 	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	const char *key;
@@ -58,7 +119,7 @@ static int parse_task_json(struct task *t, const char *text, size_t len, struct 
 			char shown[64];
 			rc = ca_fail(d, CA_ERR_INVALID,
 				     "task.json: unknown field '%s' (known: id, source, precision, "
-				     "atol, rtol, notes, level, ops)",
+				     "atol, rtol, notes, level, name, ops, data_source)",
 				     ca_printable(shown, key, sizeof shown));
 			goto out;
 		}
@@ -94,6 +155,8 @@ static int parse_task_json(struct task *t, const char *text, size_t len, struct 
 	rc = parse_tolerance(root, "atol", &t->atol, d);
 	if (!rc)
 		rc = parse_tolerance(root, "rtol", &t->rtol, d);
+	if (!rc)
+		rc = parse_import_fields(t, root, d);
 out:
 	json_decref(root);
 	return rc;
@@ -118,6 +181,7 @@ int task_load(struct task *t, const char *dir, struct ca_diag *d)
 	t->atol = 1e-2;
 	t->rtol = 1e-2;
 	ca_strlcpy(t->source, "local", sizeof t->source);
+	t->level = -1;
 	if (!ca_is_dir(dir))
 		return ca_fail(d, CA_ERR_NOTFOUND, "task directory %s does not exist", dir);
 	rc = ca_realpath(dir, t->dir, sizeof t->dir, d);

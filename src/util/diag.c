@@ -19,6 +19,7 @@ const char *ca_err_name(int code)
 	case CA_ERR_TIMEOUT: return "timeout";
 	case CA_ERR_UNSUPPORTED: return "unsupported";
 	case CA_ERR_REJECTED: return "rejected";
+	case CA_ERR_INTERRUPTED: return "interrupted";
 	default: return "unknown";
 	}
 }

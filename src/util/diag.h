@@ -21,6 +21,7 @@ enum ca_err {
 	CA_ERR_TIMEOUT = -9,     /* a deadline passed */
 	CA_ERR_UNSUPPORTED = -10,/* not available here (no GPU, unsupported dtype, ...) */
 	CA_ERR_REJECTED = -11,   /* a candidate broke a rule (forbidden symbol, source rule) */
+	CA_ERR_INTERRUPTED = -12,/* stopped by a signal (SIGINT, SIGTERM) */
 };
 
 #define CA_DIAG_MAX 2048

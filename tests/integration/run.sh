@@ -73,4 +73,125 @@ for task in examples/tasks/*/; do
   field "example task $name described" 'r["reason"]["code"] == "env.no_gpu" and len(r["spec"]["outputs"]) >= 1'
 done
 
+
+# ==== tasks: import, list, show (docs/tasks.md) ===============================================
+kb=tests/data/kernelbench_mini
+ops=tests/data/ops6k_mini.jsonl
+store="$tmp/task-store"
+# count_lines NAME N: stdout of the last run has N lines
+count_lines() {
+  local n; n=$(wc -l <"$tmp/out")
+  if [ "$n" -eq "$2" ]; then ok "$1"; else bad "$1" "$n lines, expected $2: $(head -c 600 "$tmp/out")"; fi
+}
+# grep_err NAME PATTERN: stderr of the last run contains PATTERN
+grep_err() {
+  if grep -q -- "$2" "$tmp/err"; then ok "$1"; else bad "$1" "no '$2' in stderr: $(head -c 600 "$tmp/err")"; fi
+}
+
+run "tasks --help" 0 "$cli" tasks --help
+grep_out "tasks --help names import" "import kernelbench DIR"
+for sub in import list show; do
+  run "tasks $sub --help" 0 "$cli" tasks "$sub" --help
+done
+run "tasks without a subcommand" 2 "$cli" tasks
+run "tasks: unknown subcommand" 2 "$cli" tasks frobnicate
+run "tasks import without arguments" 2 "$cli" tasks import
+run "tasks import: unknown source" 2 "$cli" tasks import torchbench "$kb" --store "$store"
+run "tasks list --level 100" 2 "$cli" tasks list --level 100 --store "$store"
+run "tasks list: an option of import" 2 "$cli" tasks list --python python3 --store "$store"
+run "tasks show without an id" 2 "$cli" tasks show --store "$store"
+
+run "tasks list: no store yet" 0 "$cli" tasks list --store "$store"
+count_lines "no store: only the header" 1
+run "tasks show: no store yet" 3 "$cli" tasks show kernelbench/level1/19_ReLU --store "$store"
+run "import a missing KernelBench dir" 3 "$cli" tasks import kernelbench "$tmp/nope" --store "$store"
+grep_err "missing dir: one-line message" "does not exist"
+if [ -e "$store" ]; then bad "a failed import creates no store"; else ok "a failed import creates no store"; fi
+run "import ops6k: a directory" 3 "$cli" tasks import ops6k "$kb" --store "$store"
+grep_err "directory named" "is a directory"
+
+run "import KernelBench" 0 "$cli" tasks import kernelbench "$kb" --store "$store"
+grep_out "KernelBench summary" "^imported 5, unchanged 0, updated 0, skipped 2 (first: level1/7_NoInitInputs.py: "
+grep_err "each skip is reported" "skipped level1/notes.py: not named <N>_<Name>.py"
+run "import KernelBench again" 0 "$cli" tasks import kernelbench "$kb" --store "$store"
+grep_out "re-import is idempotent" "^imported 0, unchanged 5, updated 0, skipped 2"
+run "import KernelBench --json" 0 "$cli" tasks import kernelbench "$kb/KernelBench" --store "$store" --json -q
+field "import --json counts" 'r["unchanged"] == 5 and r["imported"] == 0 and r["skipped"] == 2 and r["rows"] == 7 and r["error"] is None and "7_NoInitInputs" in r["first_skip"]'
+if [ -s "$tmp/err" ]; then bad "-q prints nothing on stderr" "$(head -c 300 "$tmp/err")"; else ok "-q prints nothing on stderr"; fi
+run "import Ops-6K JSONL" 0 "$cli" tasks import ops6k "$ops" --store "$store"
+grep_out "Ops-6K summary" "^imported 5, unchanged 0, updated 0, skipped 2 (first: row 3 (line 4): model.py defines no 'class Model')"
+grep_err "bad JSON line named" "row 4 (line 5): invalid JSON"
+
+run "tasks list" 0 "$cli" tasks list --store "$store"
+count_lines "list: header and 10 tasks" 11
+grep_out "list shows a KernelBench task" "^kernelbench/level1/19_ReLU  *kernelbench  *1 "
+grep_out "list shows ops" "^ops6k/000001_conv2d_relu  *ops6k  *-  *torch.nn.Conv2d, torch.relu"
+run "tasks list --level 1 --json" 0 "$cli" tasks list --level 1 --json --store "$store"
+count_lines "level 1: three tasks" 3
+field "list --json fields" 'r["id"] == "kernelbench/level1/2_Scale_rows" and r["level"] == 1 and r["source"] == "kernelbench" and r["dir"].endswith("/kernelbench/level1/2_Scale_rows") and len(r["hash"]) == 32 and r["ops"] == [] and r["data_source"] is None'
+run "tasks list --source ops6k --json" 0 "$cli" tasks list --source ops6k --json --store "$store"
+count_lines "ops6k: five tasks" 5
+field "ops6k task fields" 'r["id"] == "ops6k/000000_relu_add" and r["level"] is None and r["ops"] == ["torch.relu", "torch.add"] and r["data_source"] == "synthetic-a"'
+CUDA_AGENT_TASKS="$store" run "the store from \$CUDA_AGENT_TASKS" 0 "$cli" tasks list --json
+count_lines "\$CUDA_AGENT_TASKS: ten tasks" 10
+
+run "tasks show" 0 "$cli" tasks show kernelbench/level1/19_ReLU --store "$store"
+grep_out "show: level" "^level        1$"
+grep_out "show: model.py" "return torch.relu(x)"
+run "tasks show by name --json" 0 "$cli" tasks show 1_Matmul_Add_ReLU --json --store "$store"
+field "show --json" 'r["id"] == "kernelbench/level2/1_Matmul_Add_ReLU" and r["level"] == 2 and "class Model" in r["model_py"]'
+run "tasks show: unknown id" 3 "$cli" tasks show kernelbench/level1/99_Nope --store "$store"
+grep_err "unknown id: one line" "no task 'kernelbench/level1/99_Nope'"
+mkdir -p "$tmp/kb2/level5"
+cp "$kb/KernelBench/level1/19_ReLU.py" "$tmp/kb2/level5/"
+run "import one level folder" 0 "$cli" tasks import kernelbench "$tmp/kb2/level5" --store "$store" -q
+run "tasks show: an ambiguous name" 2 "$cli" tasks show 19_ReLU --store "$store"
+grep_err "ambiguous name lists the ids" "kernelbench/level1/19_ReLU"
+
+# an imported task is a normal task
+run "compile against an imported KernelBench task" 0 "$cli" compile --json --task "$store/kernelbench/level1/19_ReLU" "$data/good"
+field "result.task has source and level" 'r["task"]["source"] == "kernelbench" and r["task"]["level"] == 1 and r["task"]["id"] == "kernelbench/level1/19_ReLU"'
+run "compile against an imported Ops-6K task" 0 "$cli" compile --json --task "$store/ops6k/000006_sum_mul" "$data/good"
+field "Ops-6K task: level null" 'r["task"]["source"] == "ops6k" and r["task"]["level"] is None'
+run "compile against a local task" 0 "$cli" compile --json --task "$data/tiny_task" "$data/good"
+field "local task: level null" '"level" in r["task"] and r["task"]["level"] is None'
+run "eval an imported task on CPU torch" 4 "$cli" eval --json --device cpu "$store/kernelbench/level2/1_Matmul_Add_ReLU" "$data/good"
+field "imported task described by the bridge" 'r["reason"]["code"] == "env.no_gpu" and r["task"]["level"] == 2 and len(r["spec"]["params"]) == 3'
+
+printf 'not json\n{"code": 5}\n' >"$tmp/allbad.jsonl"
+run "JSONL where every row is bad" 3 "$cli" tasks import ops6k "$tmp/allbad.jsonl" --store "$store"
+grep_out "all bad: summary still printed" "^imported 0, unchanged 0, updated 0, skipped 2 (first: row 0 (line 1): invalid JSON"
+grep_err "all bad: says so" "no task in"
+
+# parquet: through pyarrow when this Python has it; without it, a clear message (exit 4)
+mkdir -p "$tmp/shim/pyarrow"
+echo 'raise ImportError("no pyarrow here")' >"$tmp/shim/pyarrow/__init__.py"
+printf 'PAR1 anything' >"$tmp/fake.parquet"
+PYTHONPATH="$tmp/shim" run "parquet without pyarrow" 4 "$cli" tasks import ops6k "$tmp/fake.parquet" --store "$store"
+grep_err "no pyarrow: how to fix" "parquet needs pyarrow: pip install pyarrow, or convert to JSONL"
+if "$py" -c 'import pyarrow' 2>/dev/null; then
+  "$py" - "$ops" "$tmp/ops.parquet" <<'PY'
+import json, sys
+import pyarrow as pa, pyarrow.parquet as pq
+rows = []
+for line in open(sys.argv[1]):
+    try:
+        rows.append(json.loads(line))
+    except ValueError:
+        pass  # the fixture's bad and blank lines
+ops = [r.get("ops") if isinstance(r.get("ops"), list) else None for r in rows]
+pq.write_table(pa.table({"code": [r["code"] for r in rows], "ops": ops,
+                         "data_source": [r.get("data_source") for r in rows]}), sys.argv[2])
+PY
+  run "import Ops-6K parquet" 0 "$cli" tasks import ops6k "$tmp/ops.parquet" --store "$tmp/pq-store" --json
+  field "parquet: rows and skips" 'r["rows"] == 6 and r["imported"] == 5 and r["skipped"] == 1 and r["first_skip"].startswith("row 3: ")'
+  run "parquet task listed with its ops" 0 "$cli" tasks show ops6k/000000_relu_add --json --store "$tmp/pq-store"
+  field "parquet ops kept" 'r["ops"] == ["torch.relu", "torch.add"] and r["data_source"] == "synthetic-a"'
+  printf 'PAR1 not really' >"$tmp/junk.parquet"
+  run "a broken parquet file" 3 "$cli" tasks import ops6k "$tmp/junk.parquet" --store "$tmp/pq-store"
+  grep_err "broken parquet: one line" "not a readable parquet file"
+else
+  echo "skip parquet import: $py has no pyarrow (pip install pyarrow)"
+fi
+
 finish

@@ -68,7 +68,8 @@ static void test_diag(void **state)
 	assert_string_equal(ca_err_name(CA_ERR_REJECTED), "rejected");
 	assert_string_equal(ca_err_name(-999), "unknown");
 	/* every code has a distinct name */
-	for (int a = CA_ERR_REJECTED; a <= 0; a++)
+	assert_string_equal(ca_err_name(CA_ERR_INTERRUPTED), "interrupted");
+	for (int a = CA_ERR_INTERRUPTED; a <= 0; a++)
 		for (int b = a + 1; b <= 0; b++)
 			assert_string_not_equal(ca_err_name(a), ca_err_name(b));
 }

@@ -1,0 +1,710 @@
+#include "bench/bench.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/results_db.h"
+#include "eval/protocol.h"
+#include "report/report.h"
+#include "task/task.h"
+#include "util/clock.h"
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "util/proc.h"
+#include "util/str.h"
+
+#define CANDIDATE_MAX_FILES 1024
+#define CANDIDATE_MAX_BYTES (64u << 20)
+#define COMPILE_TIMEOUT_S   900.0
+
+enum item_state { ITEM_PENDING, ITEM_COMPILING, ITEM_READY };
+
+struct item {
+	char *key;      /* relative to tasks_dir */
+	char *task_dir; /* absolute or as given joined */
+	char *cand_dir;
+	char task_hash[CA_HASH_HEX_LEN + 1]; /* "" when the task does not load */
+	char cand_fp[CA_HASH_HEX_LEN + 1];   /* "missing" when there is no candidate */
+	bool has_candidate;
+	bool resumed;
+	enum item_state state;
+};
+
+struct run {
+	const struct bench_opts *o;
+	struct item *items;
+	size_t n, cap;
+	char settings_fp[CA_HASH_HEX_LEN + 1];
+	char self_exe[PATH_MAX];
+	/* the compile pool */
+	pthread_mutex_t lock;
+	pthread_cond_t ready;
+	size_t next_compile;
+	size_t compiled;
+	bool stop;
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+/* ---- finding the tasks ------------------------------------------------------------------- */
+
+static int add_item(struct run *r, const char *key, const char *dir, struct ca_diag *d)
+{
+	if (r->n == BENCH_MAX_TASKS)
+		return ca_fail(d, CA_ERR_LIMIT, "more than %d tasks under %s", BENCH_MAX_TASKS,
+			       r->o->tasks_dir);
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 64;
+		struct item *p = realloc(r->items, cap * sizeof *p);
+		if (!p)
+			return ca_fail(d, CA_ERR_NOMEM, "out of memory listing tasks");
+		r->items = p;
+		r->cap = cap;
+	}
+	struct item *it = &r->items[r->n];
+	memset(it, 0, sizeof *it);
+	it->key = strdup(key);
+	it->task_dir = strdup(dir);
+	if (!it->key || !it->task_dir) {
+		free(it->key);
+		free(it->task_dir);
+		return ca_fail(d, CA_ERR_NOMEM, "out of memory listing tasks");
+	}
+	r->n++;
+	return 0;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every directory holding a model.py, depth-first; a task directory is not searched further.
+ * Hidden entries and symbolic links are skipped. */
+static int scan(struct run *r, const char *dir, const char *key, int depth, struct ca_diag *d)
+{
+	char path[PATH_MAX];
+	DIR *dh;
+	struct dirent *e;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+
+	if (ca_path_join(path, sizeof path, dir, "model.py"))
+		return ca_fail(d, CA_ERR_LIMIT, "path too long: %s", dir);
+	if (ca_is_file(path))
+		return add_item(r, key[0] ? key : ".", dir, d);
+	if (depth >= BENCH_MAX_DEPTH)
+		return 0;
+	dh = opendir(dir);
+	if (!dh)
+		return ca_fail(d, CA_ERR_IO, "cannot read %s: %s", dir, strerror(errno));
+	while ((e = readdir(dh)) != NULL) {
+		struct stat st;
+		if (e->d_name[0] == '.')
+			continue;
+		if (ca_path_join(path, sizeof path, dir, e->d_name) || lstat(path, &st) != 0 ||
+		    !S_ISDIR(st.st_mode))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 32;
+			char **p = realloc(names, ncap * sizeof *p);
+			if (!p) {
+				rc = ca_fail(d, CA_ERR_NOMEM, "out of memory listing %s", dir);
+				break;
+			}
+			names = p;
+			cap = ncap;
+		}
+		if (!(names[n] = strdup(e->d_name))) {
+			rc = ca_fail(d, CA_ERR_NOMEM, "out of memory listing %s", dir);
+			break;
+		}
+		n++;
+	}
+	closedir(dh);
+	if (!rc && n > 1)
+		qsort(names, n, sizeof *names, cmp_names);
+	for (size_t i = 0; i < n && !rc; i++) {
+		char sub[PATH_MAX], subkey[PATH_MAX];
+		if (ca_path_join(sub, sizeof sub, dir, names[i]) ||
+		    (key[0] ? ca_path_join(subkey, sizeof subkey, key, names[i])
+			    : ca_strlcpy(subkey, names[i], sizeof subkey)))
+			rc = ca_fail(d, CA_ERR_LIMIT, "path too long under %s", dir);
+		else
+			rc = scan(r, sub, subkey, depth + 1, d);
+	}
+	ca_free_names(names, n);
+	return rc;
+}
+
+/* ---- fingerprints -------------------------------------------------------------------------- */
+
+/* The candidate's kernels/ files (names relative to it, and bytes), recursively, sorted. */
+static int hash_tree(struct ca_hasher *h, const char *dir, const char *rel, int depth,
+		     size_t *files, size_t *bytes, struct ca_diag *d)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	DIR *dh = opendir(dir);
+	struct dirent *e;
+	int rc = 0;
+
+	if (!dh)
+		return ca_fail(d, CA_ERR_IO, "cannot read %s: %s", dir, strerror(errno));
+	while ((e = readdir(dh)) != NULL && !rc) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 32;
+			char **p = realloc(names, ncap * sizeof *p);
+			if (!p) {
+				rc = ca_fail(d, CA_ERR_NOMEM, "out of memory");
+				break;
+			}
+			names = p;
+			cap = ncap;
+		}
+		if (!(names[n] = strdup(e->d_name)))
+			rc = ca_fail(d, CA_ERR_NOMEM, "out of memory");
+		else
+			n++;
+	}
+	closedir(dh);
+	if (!rc && n > 1)
+		qsort(names, n, sizeof *names, cmp_names);
+	for (size_t i = 0; i < n && !rc; i++) {
+		char path[PATH_MAX], sub[PATH_MAX];
+		struct stat st;
+		if (ca_path_join(path, sizeof path, dir, names[i]) ||
+		    ca_path_join(sub, sizeof sub, rel, names[i])) {
+			rc = ca_fail(d, CA_ERR_LIMIT, "path too long under %s", dir);
+			break;
+		}
+		if (lstat(path, &st) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode) && depth < BENCH_MAX_DEPTH) {
+			rc = hash_tree(h, path, sub, depth + 1, files, bytes, d);
+		} else if (S_ISREG(st.st_mode)) {
+			char *data = NULL;
+			size_t len = 0;
+			if (++*files > CANDIDATE_MAX_FILES)
+				rc = ca_fail(d, CA_ERR_LIMIT, "more than %d files in %s",
+					     CANDIDATE_MAX_FILES, dir);
+			else if (!(rc = ca_read_file(path, CANDIDATE_MAX_BYTES, &data, &len, d))) {
+				*bytes += len;
+				if (*bytes > CANDIDATE_MAX_BYTES)
+					rc = ca_fail(d, CA_ERR_LIMIT, "more than %u bytes in %s",
+						     CANDIDATE_MAX_BYTES, dir);
+				ca_hasher_update_str(h, sub);
+				ca_hasher_update(h, data, len);
+				free(data);
+			}
+		}
+	}
+	ca_free_names(names, n);
+	return rc;
+}
+
+static int candidate_fingerprint(struct item *it, struct ca_diag *d)
+{
+	char kernels[PATH_MAX];
+	struct ca_hasher h;
+	size_t files = 0, bytes = 0;
+	int rc;
+
+	it->has_candidate = ca_path_join(kernels, sizeof kernels, it->cand_dir, "kernels") == 0 &&
+			    ca_is_dir(kernels);
+	if (!it->has_candidate) {
+		ca_strlcpy(it->cand_fp, "missing", sizeof it->cand_fp);
+		return 0;
+	}
+	if (ca_hasher_init(&h))
+		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
+	rc = hash_tree(&h, kernels, "", 0, &files, &bytes, d);
+	ca_hasher_final_hex(&h, it->cand_fp);
+	ca_hasher_free(&h);
+	return rc;
+}
+
+/* Everything in the settings that changes what an evaluation measures. */
+static void settings_fingerprint(const struct bench_opts *o, char out[CA_HASH_HEX_LEN + 1])
+{
+	char text[1024];
+	const struct eval_protocol *p = &o->eval.protocol;
+	snprintf(text, sizeof text,
+		 "protocol=%d;trials=%d;rotation=%d;budget=%.6g;rse=%.6g;min=%d;max=%d;checks=%d;"
+		 "flush=%.6g;perturb=%.6g;arch=%s;sandbox=%d;device=%s",
+		 CA_PROTOCOL_VERSION, p->trials, p->rotation_sets, p->timing.budget_s,
+		 p->timing.target_rse, p->timing.min_samples, p->timing.max_samples,
+		 p->timing.checks, p->timing.l2_flush_factor, p->timing.perturb_scale,
+		 o->eval.arch ? o->eval.arch : "", (int)o->eval.sandbox,
+		 o->device ? o->device : "auto");
+	ca_hash_hex(text, strlen(text), out);
+}
+
+/* ---- the compile pool ---------------------------------------------------------------------- */
+
+/* Warms the build cache: `cuda-agent compile` of each candidate, ahead of the evaluations. */
+static void *compile_worker(void *arg)
+{
+	struct run *r = arg;
+	for (;;) {
+		size_t i;
+		struct item *it;
+		pthread_mutex_lock(&r->lock);
+		while (r->next_compile < r->n &&
+		       (r->items[r->next_compile].resumed || !r->items[r->next_compile].has_candidate)) {
+			r->items[r->next_compile].state = ITEM_READY;
+			r->next_compile++;
+		}
+		if (r->stop || interrupted || r->next_compile >= r->n) {
+			pthread_cond_broadcast(&r->ready);
+			pthread_mutex_unlock(&r->lock);
+			return NULL;
+		}
+		i = r->next_compile++;
+		it = &r->items[i];
+		it->state = ITEM_COMPILING;
+		pthread_mutex_unlock(&r->lock);
+
+		{
+			const char *argv[12];
+			int a = 0;
+			struct ca_run_opts ro = {.timeout_s = COMPILE_TIMEOUT_S,
+						 .stdout_cap = 4096,
+						 .stderr_cap = 4096};
+			struct ca_run_result res;
+			struct ca_diag d = {{0}};
+			argv[a++] = r->self_exe;
+			argv[a++] = "compile";
+			argv[a++] = "--json";
+			argv[a++] = "-q";
+			argv[a++] = "--task";
+			argv[a++] = it->task_dir;
+			if (r->o->eval.arch) {
+				argv[a++] = "--arch";
+				argv[a++] = r->o->eval.arch;
+			}
+			argv[a++] = it->cand_dir;
+			argv[a] = NULL;
+			memset(&res, 0, sizeof res);
+			/* The verdict does not matter here: the evaluation builds again (a cache
+			 * hit) and reports it. */
+			if (ca_run(argv, &ro, &res, &d) == 0)
+				ca_run_result_free(&res);
+		}
+
+		pthread_mutex_lock(&r->lock);
+		it->state = ITEM_READY;
+		r->compiled++;
+		pthread_cond_broadcast(&r->ready);
+		pthread_mutex_unlock(&r->lock);
+	}
+}
+
+/* ---- progress -------------------------------------------------------------------------------- */
+
+static void format_duration(double s, char *out, size_t size)
+{
+	long t = s < 0 ? 0 : (long)(s + 0.5);
+	if (t >= 3600)
+		snprintf(out, size, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+	else if (t >= 60)
+		snprintf(out, size, "%ldm%02lds", t / 60, t % 60);
+	else
+		snprintf(out, size, "%lds", t);
+}
+
+struct progress {
+	bool tty, quiet;
+	double t0;
+	double eval_seconds; /* sum over this run's evaluations */
+	size_t done, evaluated, passed;
+};
+
+static void progress_show(struct progress *p, struct run *r, const char *key, const char *what)
+{
+	char elapsed[32], eta[32] = "?", line[512], shown[96];
+	size_t remaining = r->n - p->done;
+	if (p->quiet)
+		return;
+	format_duration(ca_now() - p->t0, elapsed, sizeof elapsed);
+	if (p->evaluated > 0)
+		format_duration(p->eval_seconds / (double)p->evaluated * (double)remaining, eta,
+				sizeof eta);
+	else if (remaining == 0)
+		ca_strlcpy(eta, "0s", sizeof eta);
+	ca_printable(shown, key ? key : "", sizeof shown);
+	snprintf(line, sizeof line, "[%zu/%zu] %.0f%% passed %zu, compiled %zu | %s, ETA %s%s%s%s%s",
+		 p->done, r->n, r->n ? 100.0 * (double)p->done / (double)r->n : 100.0, p->passed,
+		 r->compiled, elapsed, eta, key ? " | " : "", shown, what ? ": " : "",
+		 what ? what : "");
+	if (p->tty)
+		fprintf(stderr, "\r\033[K%s", line);
+	else
+		fprintf(stderr, "%s\n", line);
+	fflush(stderr);
+}
+
+/* ---- the run --------------------------------------------------------------------------------- */
+
+static bool result_passed(const json_t *result)
+{
+	return json_is_true(json_object_get(result, "correct"));
+}
+
+static const char *result_reason(const json_t *result)
+{
+	const char *c = json_string_value(json_object_get(json_object_get(result, "reason"), "code"));
+	return c ? c : "";
+}
+
+struct collect {
+	struct report *report;
+	FILE *jsonl;
+	struct bench_summary *s;
+};
+
+static int collect_one(const char *key, json_t *result, void *ctx)
+{
+	struct collect *c = ctx;
+	struct ca_diag d = {{0}};
+	char *text;
+	(void)key;
+	if (result_passed(result))
+		c->s->passed++;
+	if (!results_reason_final(result_reason(result)))
+		c->s->env_failed++;
+	text = json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(9));
+	if (!text || fprintf(c->jsonl, "%s\n", text) < 0) {
+		free(text);
+		return CA_ERR_IO;
+	}
+	free(text);
+	if (report_add(c->report, result, &d))
+		ca_log_warn("report: %s: %s", key, d.msg);
+	return 0;
+}
+
+/* results.jsonl from the store (all tasks, task order), then the report. */
+static int finish(struct run *r, struct results_db *db, struct bench_summary *s,
+		  struct ca_diag *d)
+{
+	char jsonl[PATH_MAX], tmp[PATH_MAX], html[PATH_MAX], title[PATH_MAX + 64];
+	struct collect c = {.s = s};
+	char **keys = malloc((r->n ? r->n : 1) * sizeof *keys);
+	int rc;
+
+	if (!keys)
+		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
+	for (size_t i = 0; i < r->n; i++)
+		keys[i] = r->items[i].key;
+	if (ca_path_join(jsonl, sizeof jsonl, r->o->out_dir, "results.jsonl") ||
+	    ca_path_join(html, sizeof html, r->o->out_dir, "report.html") ||
+	    snprintf(tmp, sizeof tmp, "%s.tmp", jsonl) >= (int)sizeof tmp) {
+		free(keys);
+		return ca_fail(d, CA_ERR_LIMIT, "--out path too long");
+	}
+	if ((rc = report_new(&c.report, d))) {
+		free(keys);
+		return rc;
+	}
+	c.jsonl = fopen(tmp, "w");
+	if (!c.jsonl) {
+		rc = ca_fail(d, CA_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	s->passed = s->env_failed = 0;
+	rc = results_db_each(db, keys, r->n, collect_one, &c, d);
+	if (fclose(c.jsonl) != 0 && !rc)
+		rc = ca_fail(d, CA_ERR_IO, "cannot write %s", tmp);
+	if (!rc && rename(tmp, jsonl) != 0)
+		rc = ca_fail(d, CA_ERR_IO, "cannot rename %s: %s", tmp, strerror(errno));
+	if (rc) {
+		unlink(tmp);
+		goto out;
+	}
+	snprintf(title, sizeof title, "cuda-agent bench: %s", r->o->tasks_dir);
+	rc = report_write_html(c.report, html, r->o->title ? r->o->title : title, d);
+	if (!rc) {
+		report_print(c.report, stdout);
+		printf("\nresults: %s (and bench.sqlite)\nreport: %s\n", jsonl, html);
+		fflush(stdout);
+	}
+out:
+	report_free(c.report);
+	free(keys);
+	return rc;
+}
+
+static void free_run(struct run *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->items[i].key);
+		free(r->items[i].task_dir);
+		free(r->items[i].cand_dir);
+	}
+	free(r->items);
+	r->items = NULL;
+	r->n = r->cap = 0;
+}
+
+static int prepare_items(struct run *r, struct results_db *db, struct bench_summary *s,
+			 struct ca_diag *d)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct item *it = &r->items[i];
+		struct task t;
+		struct ca_diag td = {{0}};
+		char cand[PATH_MAX];
+		int rc;
+		if (strcmp(it->key, ".") == 0
+			    ? ca_strlcpy(cand, r->o->candidates_dir, sizeof cand)
+			    : ca_path_join(cand, sizeof cand, r->o->candidates_dir, it->key))
+			return ca_fail(d, CA_ERR_LIMIT, "path too long: %s", it->key);
+		if (!(it->cand_dir = strdup(cand)))
+			return ca_fail(d, CA_ERR_NOMEM, "out of memory");
+		if ((rc = candidate_fingerprint(it, d)))
+			return ca_fail_prefix(d, rc, "candidate for %s", it->key);
+		memset(&t, 0, sizeof t);
+		if (task_load(&t, it->task_dir, &td) == 0)
+			ca_strlcpy(it->task_hash, t.hash, sizeof it->task_hash);
+		task_free(&t);
+		if (!r->o->fresh && it->task_hash[0]) {
+			struct results_key k = {it->key, it->task_hash, it->cand_fp, r->settings_fp};
+			bool done = false;
+			if ((rc = results_db_done(db, &k, &done, d)))
+				return rc;
+			it->resumed = done;
+			if (done)
+				s->resumed++;
+		}
+	}
+	return 0;
+}
+
+int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_diag *d)
+{
+	struct run r;
+	struct results_db db = {0};
+	struct eval_session session;
+	struct progress pg = {0};
+	struct sigaction sa, old_int, old_term;
+	pthread_t *threads = NULL;
+	size_t nthreads = 0;
+	char db_path[PATH_MAX], jsonl_path[PATH_MAX];
+	FILE *jsonl = NULL;
+	bool session_open = false, pool_started = false;
+	int jobs = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	int rc;
+
+	memset(s, 0, sizeof *s);
+	memset(&r, 0, sizeof r);
+	r.o = o;
+	pthread_mutex_init(&r.lock, NULL);
+	pthread_cond_init(&r.ready, NULL);
+	pg.t0 = ca_now();
+	pg.tty = isatty(STDERR_FILENO) == 1;
+	pg.quiet = o->quiet;
+	if (jobs < 1)
+		jobs = 1;
+	if (jobs > BENCH_MAX_JOBS)
+		jobs = BENCH_MAX_JOBS;
+
+	if (!ca_is_dir(o->tasks_dir)) {
+		rc = ca_fail(d, CA_ERR_NOTFOUND, "task directory %s does not exist", o->tasks_dir);
+		goto out;
+	}
+	if (!ca_is_dir(o->candidates_dir)) {
+		rc = ca_fail(d, CA_ERR_NOTFOUND, "candidate directory %s does not exist",
+			     o->candidates_dir);
+		goto out;
+	}
+	if (o->self_exe) {
+		ca_strlcpy(r.self_exe, o->self_exe, sizeof r.self_exe);
+	} else {
+		ssize_t n = readlink("/proc/self/exe", r.self_exe, sizeof r.self_exe - 1);
+		if (n <= 0) {
+			rc = ca_fail(d, CA_ERR_IO, "cannot find the cuda-agent binary: %s",
+				     strerror(errno));
+			goto out;
+		}
+		r.self_exe[n] = '\0';
+	}
+	if ((rc = scan(&r, o->tasks_dir, "", 0, d)))
+		goto out;
+	if (r.n == 0) {
+		rc = ca_fail(d, CA_ERR_NOTFOUND,
+			     "no task under %s (a task is a directory holding model.py)",
+			     o->tasks_dir);
+		goto out;
+	}
+	s->tasks = r.n;
+	settings_fingerprint(o, r.settings_fp);
+	if ((rc = ca_mkdirs(o->out_dir, 0755, d)))
+		goto out;
+	if (ca_path_join(db_path, sizeof db_path, o->out_dir, "bench.sqlite") ||
+	    ca_path_join(jsonl_path, sizeof jsonl_path, o->out_dir, "results.jsonl")) {
+		rc = ca_fail(d, CA_ERR_LIMIT, "--out path too long");
+		goto out;
+	}
+	if ((rc = results_db_open(&db, db_path, d)) || (rc = prepare_items(&r, &db, s, d)))
+		goto out;
+	jsonl = fopen(jsonl_path, "a");
+	if (!jsonl) {
+		rc = ca_fail(d, CA_ERR_IO, "cannot write %s: %s", jsonl_path, strerror(errno));
+		goto out;
+	}
+	if (!o->quiet)
+		fprintf(stderr,
+			"bench: %zu tasks under %s, %zu already done (resumed), %d compile job%s; "
+			"results in %s\n",
+			r.n, o->tasks_dir, s->resumed, jobs, jobs == 1 ? "" : "s", o->out_dir);
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	interrupted = 0;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+
+	threads = calloc((size_t)jobs, sizeof *threads);
+	if (!threads) {
+		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory");
+		goto restore;
+	}
+	pool_started = true;
+	for (int i = 0; i < jobs; i++) {
+		if (pthread_create(&threads[nthreads], NULL, compile_worker, &r) != 0)
+			break;
+		nthreads++;
+	}
+	if (nthreads == 0) {
+		rc = ca_fail(d, CA_ERR_NOMEM, "cannot start a compile thread");
+		goto restore;
+	}
+
+	eval_session_init(&session, o->python, o->device);
+	session_open = true;
+	for (size_t i = 0; i < r.n; i++) {
+		struct item *it = &r.items[i];
+		struct eval_opts eo = o->eval;
+		json_t *result = NULL;
+		double t0;
+
+		if (interrupted)
+			break;
+		if (it->resumed) {
+			pg.done++;
+			continue;
+		}
+		/* Wait for its compile (timed, to notice a signal: handlers cannot signal a cond). */
+		pthread_mutex_lock(&r.lock);
+		while (it->state != ITEM_READY && !interrupted) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 200 * 1000 * 1000;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&r.ready, &r.lock, &ts);
+		}
+		pthread_mutex_unlock(&r.lock);
+		if (interrupted)
+			break;
+		progress_show(&pg, &r, it->key, "evaluating");
+		eo.mode = EVAL_FULL;
+		eo.task_dir = it->task_dir;
+		eo.candidate_dir = it->cand_dir;
+		t0 = ca_now();
+		if ((rc = eval_run(&session, &eo, &result, d))) {
+			ca_fail_prefix(d, rc, "%s", it->key);
+			break;
+		}
+		if (interrupted) { /* cut short: not stored, evaluated again next time */
+			json_decref(result);
+			break;
+		}
+		pg.eval_seconds += ca_now() - t0;
+		pg.evaluated++;
+		pg.done++;
+		s->evaluated++;
+		if (result_passed(result))
+			pg.passed++;
+		{
+			struct results_key k = {it->key, it->task_hash[0] ? it->task_hash : "unloadable",
+						it->cand_fp, r.settings_fp};
+			char *text = json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(9));
+			char what[160];
+			rc = results_db_put(&db, &k, result, d);
+			if (text) {
+				fprintf(jsonl, "%s\n", text);
+				fflush(jsonl);
+			}
+			free(text);
+			snprintf(what, sizeof what, "%s%s", result_reason(result),
+				 result_passed(result) ? " (correct)" : "");
+			progress_show(&pg, &r, it->key, what);
+		}
+		json_decref(result);
+		if (rc)
+			break;
+	}
+	if (pg.tty && !o->quiet)
+		fputc('\n', stderr);
+
+restore:
+	if (pool_started) {
+		pthread_mutex_lock(&r.lock);
+		r.stop = true;
+		pthread_cond_broadcast(&r.ready);
+		pthread_mutex_unlock(&r.lock);
+		for (size_t i = 0; i < nthreads; i++)
+			pthread_join(threads[i], NULL);
+	}
+	free(threads);
+	if (session_open)
+		eval_session_close(&session);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	if (jsonl) {
+		fclose(jsonl);
+		jsonl = NULL;
+	}
+	s->interrupted = interrupted != 0;
+	if (!rc) {
+		rc = finish(&r, &db, s, d);
+		if (!rc && s->interrupted)
+			rc = ca_fail(d, CA_ERR_INTERRUPTED,
+				     "interrupted: %zu of %zu tasks have results; run the same command "
+				     "again to resume",
+				     s->evaluated + s->resumed, r.n);
+	}
+out:
+	if (jsonl)
+		fclose(jsonl);
+	results_db_close(&db);
+	s->seconds = ca_now() - pg.t0;
+	free_run(&r);
+	pthread_mutex_destroy(&r.lock);
+	pthread_cond_destroy(&r.ready);
+	return rc;
+}

@@ -1,0 +1,65 @@
+/* bench: evaluates one candidate per task over a whole task tree, as a benchmark run.
+ *
+ * Tasks: every directory under tasks_dir that holds a model.py (at most BENCH_MAX_DEPTH deep,
+ * BENCH_MAX_TASKS of them), keyed by its path relative to tasks_dir ("level1/19_ReLU"), in
+ * sorted order. Candidates: candidates_dir/<key>; a task without one is recorded as
+ * candidate.missing, so it counts against the pass rate as it should.
+ *
+ * Work: up to `jobs` compile processes (`cuda-agent compile`, the same build cache) run ahead
+ * on the CPUs while the evaluations (GPU work) run one at a time in this process, with one warm
+ * torch bridge, in task order.
+ *
+ * Results: every finished evaluation is stored at once in out_dir/bench.sqlite (one row per
+ * task; bench_results.h) and appended to out_dir/results.jsonl; at the end results.jsonl is
+ * rewritten from the store (one line per task, task order) and the report (report/report.h) is
+ * printed and written to out_dir/report.html. A re-run resumes: a task whose stored result has
+ * the same task hash, candidate fingerprint and evaluation settings is not evaluated again,
+ * unless that result says the environment failed (env.*, internal), or `fresh` is set.
+ *
+ * Progress goes to stderr: one updating line on a terminal, else one line per task, with the
+ * counts, the elapsed time and an ETA from the mean time of this run's evaluations.
+ * SIGINT/SIGTERM stop the run between tasks (an evaluation cut short is not stored); what was
+ * stored stays, and the next run resumes from there. */
+#ifndef CA_BENCH_BENCH_H
+#define CA_BENCH_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "eval/eval.h"
+#include "util/diag.h"
+
+#define BENCH_MAX_TASKS 100000
+#define BENCH_MAX_DEPTH 8
+#define BENCH_MAX_JOBS  256
+
+struct bench_opts {
+	const char *tasks_dir;
+	const char *candidates_dir;
+	const char *out_dir;    /* created if missing */
+	int jobs;               /* compile processes; 0: the number of CPUs */
+	bool fresh;             /* evaluate everything again */
+	bool quiet;             /* no progress output */
+	const char *title;      /* of the report; NULL: "cuda-agent bench: <tasks_dir>" */
+	const char *self_exe;   /* the cuda-agent binary for compiles; NULL: /proc/self/exe */
+	const char *python;     /* the bridge's Python (NULL: default) */
+	const char *device;     /* the bridge's device (NULL: auto) */
+	struct eval_opts eval;  /* settings for every evaluation (task and candidate set per task) */
+};
+
+struct bench_summary {
+	size_t tasks;       /* found */
+	size_t evaluated;   /* in this run */
+	size_t resumed;     /* taken from the store */
+	size_t passed;      /* correct, over all stored results of this task tree */
+	size_t env_failed;  /* results whose reason is env.* or internal */
+	bool interrupted;
+	double seconds;
+};
+
+/* 0 when the run went through its list (the results may still be failures), CA_ERR_INTERRUPTED
+ * when stopped by a signal, another negative code when it could not run (no tasks, unwritable
+ * out_dir, a broken store). */
+int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_diag *d);
+
+#endif

@@ -1,0 +1,133 @@
+/* cuda-agent bench TASKS CANDIDATES: one candidate per task over a task tree (bench/bench.h). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "util/log.h"
+
+static const char bench_usage[] =
+	"usage: cuda-agent bench [options] TASKS CANDIDATES\n"
+	"\n"
+	"Evaluates CANDIDATES/<path> against every task TASKS/<path> (a directory holding\n"
+	"model.py, e.g. an imported store: cuda-agent tasks import ...). Compiles run ahead on the\n"
+	"CPUs, evaluations run one at a time on the GPU. Every result is stored as it finishes in\n"
+	"OUT/bench.sqlite and OUT/results.jsonl; running the same command again resumes. At the end\n"
+	"the report is printed and written to OUT/report.html (docs/report.md).\n"
+	"\n"
+	"bench options:\n"
+	"  --out DIR              where results and the report go (default bench-out)\n"
+	"  --jobs N               compile processes (default: the number of CPUs)\n"
+	"  --fresh                evaluate every task again instead of resuming\n"
+	"  --title TEXT           the report's title\n"
+	"\n"
+	"evaluation (every task is evaluated as `cuda-agent eval` does)";
+
+/* Takes the bench-only options out of argv (in place); the rest goes to the shared parser. */
+static int take_bench_options(int *argc, char **argv, struct bench_opts *b)
+{
+	int out = 1;
+	for (int i = 1; i < *argc; i++) {
+		const char *a = argv[i];
+		const char **target = NULL;
+		const char *name = NULL;
+		if (strcmp(a, "--") == 0) {
+			while (i < *argc)
+				argv[out++] = argv[i++];
+			break;
+		}
+		if (strcmp(a, "--fresh") == 0) {
+			b->fresh = true;
+			continue;
+		}
+		if (strcmp(a, "--out") == 0 || strncmp(a, "--out=", 6) == 0) {
+			target = &b->out_dir;
+			name = "--out";
+		} else if (strcmp(a, "--title") == 0 || strncmp(a, "--title=", 8) == 0) {
+			target = &b->title;
+			name = "--title";
+		} else if (strcmp(a, "--jobs") == 0 || strncmp(a, "--jobs=", 7) == 0) {
+			const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : (i + 1 < *argc ? argv[++i] : NULL);
+			char *end = NULL;
+			long n = v ? strtol(v, &end, 10) : 0;
+			if (!v || *end || n < 1 || n > BENCH_MAX_JOBS) {
+				fprintf(stderr, "cuda-agent: --jobs takes a number 1-%d\n", BENCH_MAX_JOBS);
+				return EXIT_USAGE;
+			}
+			b->jobs = (int)n;
+			continue;
+		}
+		if (target) {
+			const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : (i + 1 < *argc ? argv[++i] : NULL);
+			if (!v || !v[0]) {
+				fprintf(stderr, "cuda-agent: %s needs a value\n", name);
+				return EXIT_USAGE;
+			}
+			*target = v;
+			continue;
+		}
+		argv[out++] = argv[i];
+	}
+	*argc = out;
+	argv[out] = NULL;
+	return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	struct bench_opts b;
+	struct bench_summary s;
+	struct cli c;
+	struct ca_diag d = {{0}};
+	int rc;
+
+	memset(&b, 0, sizeof b);
+	memset(&c, 0, sizeof c);
+	b.out_dir = "bench-out";
+	eval_opts_defaults(&c.opts);
+	c.opts.mode = EVAL_FULL;
+	if ((rc = take_bench_options(&argc, argv, &b)))
+		return rc;
+	if ((rc = cli_parse_options(&c, argc, argv, bench_usage)))
+		return rc;
+	if (argc - optind != 2) {
+		fprintf(stderr, "usage: cuda-agent bench [options] TASKS CANDIDATES\n"
+				"(a task tree and a candidate tree; --help for more)\n");
+		return EXIT_USAGE;
+	}
+	if (c.task || c.json) {
+		fprintf(stderr, "cuda-agent: bench takes its tasks from TASKS (no --task) and writes "
+				"JSON to OUT/results.jsonl (no --json)\n");
+		return EXIT_USAGE;
+	}
+	b.tasks_dir = argv[optind];
+	b.candidates_dir = argv[optind + 1];
+	b.python = c.python;
+	b.device = c.device;
+	b.eval = c.opts;
+	b.quiet = ca_log_get_level() == CA_LOG_QUIET;
+	/* The evaluations' own progress lines would interleave with bench's. */
+	if (ca_log_get_level() == CA_LOG_INFO)
+		ca_log_set_level(CA_LOG_QUIET);
+	rc = bench_run(&b, &s, &d);
+	if (rc == CA_ERR_INTERRUPTED) {
+		fprintf(stderr, "cuda-agent: %s\n", d.msg);
+		return 130;
+	}
+	if (rc) {
+		fprintf(stderr, "cuda-agent: bench: %s\n", d.msg);
+		return rc == CA_ERR_NOTFOUND || rc == CA_ERR_INVALID ? EXIT_USAGE : EXIT_INTERNAL;
+	}
+	if (!b.quiet)
+		fprintf(stderr,
+			"bench: %zu tasks, %zu evaluated now, %zu resumed, %zu passed, %.1f s%s\n",
+			s.tasks, s.evaluated, s.resumed, s.passed, s.seconds,
+			s.env_failed ? " (some results say the environment failed: env.*; they are "
+				       "evaluated again on the next run)"
+				     : "");
+	/* Like eval: 4 when the environment kept every evaluation from happening. */
+	return s.env_failed > 0 && s.env_failed == s.tasks ? EXIT_ENV : 0;
+}

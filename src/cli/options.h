@@ -1,0 +1,23 @@
+/* options: the evaluation options shared by compile, verify, profile, eval and bench
+ * (src/cli/main.c). cli_parse_options() parses argv with getopt_long from optind = 1, fills c,
+ * prints usage_line and the options' help for --help (and exits 0), and returns 0 or
+ * EXIT_USAGE with a one-line message on stderr. Non-option arguments are left at
+ * argv[optind...]. */
+#ifndef CA_CLI_OPTIONS_H
+#define CA_CLI_OPTIONS_H
+
+#include "eval/eval.h"
+
+enum { EXIT_CANDIDATE = 1, EXIT_USAGE = 2, EXIT_TASK = 3, EXIT_ENV = 4, EXIT_INTERNAL = 5 };
+
+struct cli {
+	struct eval_opts opts;
+	const char *task;
+	const char *python;
+	const char *device;
+	int json;
+};
+
+int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_line);
+
+#endif

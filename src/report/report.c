@@ -1,0 +1,532 @@
+/* report: reading results, the per-level statistics, the terminal table and the JSON summary
+ * (report.h; the definitions are in docs/report.md). The HTML is in report_html.c. */
+#include "report/report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "report/report_int.h"
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/str.h"
+
+#define RESULT_SCHEMA "cuda-agent.result/1"
+
+int report_new(struct report **out, struct ca_diag *d)
+{
+	*out = calloc(1, sizeof **out);
+	if (!*out)
+		return ca_fail(d, CA_ERR_NOMEM, "out of memory creating a report");
+	return 0;
+}
+
+void report_free(struct report *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->count; i++)
+		free(r->tasks[i].id);
+	free(r->tasks);
+	free(r->slots);
+	free(r);
+}
+
+size_t report_tasks(const struct report *r)
+{
+	return r->count;
+}
+
+size_t report_results(const struct report *r)
+{
+	return r->results;
+}
+
+/* ---- the task table: id -> index ---------------------------------------------------------- */
+
+static size_t slot_of(const struct report *r, const char *id, size_t len)
+{
+	size_t mask = r->nslots - 1;
+	size_t i = (size_t)ca_hash64(id, len) & mask;
+	while (r->slots[i]) {
+		const char *other = r->tasks[r->slots[i] - 1].id;
+		if (strcmp(other, id) == 0)
+			break;
+		i = (i + 1) & mask;
+	}
+	return i;
+}
+
+static int grow(struct report *r, struct ca_diag *d)
+{
+	if (r->count == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 64;
+		struct report_task *t = realloc(r->tasks, cap * sizeof *t);
+		if (!t)
+			return ca_fail(d, CA_ERR_NOMEM, "out of memory: %zu tasks", r->count);
+		r->tasks = t;
+		r->cap = cap;
+	}
+	if (2 * (r->count + 1) > r->nslots) {
+		size_t n = r->nslots ? r->nslots * 2 : 128;
+		size_t *slots = calloc(n, sizeof *slots);
+		if (!slots)
+			return ca_fail(d, CA_ERR_NOMEM, "out of memory: %zu tasks", r->count);
+		free(r->slots);
+		r->slots = slots;
+		r->nslots = n;
+		for (size_t i = 0; i < r->count; i++) {
+			const char *id = r->tasks[i].id;
+			r->slots[slot_of(r, id, strlen(id))] = i + 1;
+		}
+	}
+	return 0;
+}
+
+/* ---- one result ----------------------------------------------------------------------------- */
+
+static double positive(const json_t *v)
+{
+	double x = json_is_number(v) ? json_number_value(v) : 0.0;
+	return isfinite(x) && x > 0 ? x : 0.0;
+}
+
+/* Speed-up against one baseline: its median over the candidate's, else timing.speedup_<name>;
+ * 0 when neither is a finite positive number. */
+static double speedup(const json_t *timing, const char *baseline, const char *field)
+{
+	double cand = positive(json_object_get(json_object_get(timing, "candidate"), "median_ms"));
+	double base = positive(json_object_get(json_object_get(timing, baseline), "median_ms"));
+	if (cand > 0 && base > 0) {
+		double s = base / cand;
+		return isfinite(s) && s > 0 ? s : 0.0;
+	}
+	return positive(json_object_get(timing, field));
+}
+
+static int parse_level(const json_t *task, int *level, struct ca_diag *d)
+{
+	const json_t *v = json_object_get(task, "level");
+	*level = REPORT_LEVEL_OTHER;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000)
+		return ca_fail(d, CA_ERR_INVALID,
+			       "task.level must be a whole number from 0 to 1000000, or null");
+	*level = (int)json_integer_value(v);
+	return 0;
+}
+
+int report_add(struct report *r, const json_t *result, struct ca_diag *d)
+{
+	struct report_task t = {0};
+	const json_t *task, *id, *schema, *timing, *reward, *reason;
+	const char *key;
+	size_t len, slot;
+	int rc = 0;
+
+	if (r->results >= REPORT_MAX_RESULTS)
+		return ca_fail(d, CA_ERR_LIMIT, "more than %d results", REPORT_MAX_RESULTS);
+	if (!json_is_object(result))
+		return ca_fail(d, CA_ERR_INVALID, "a result must be a JSON object");
+	schema = json_object_get(result, "schema");
+	if (!schema)
+		return ca_fail(d, CA_ERR_INVALID, "schema is missing (not a result object?)");
+	if (!json_is_string(schema))
+		return ca_fail(d, CA_ERR_INVALID, "schema is not a string");
+	if (strcmp(json_string_value(schema), RESULT_SCHEMA) != 0) {
+		char shown[64];
+		return ca_fail(d, CA_ERR_INVALID, "schema is '%s', not " RESULT_SCHEMA,
+			       ca_printable(shown, json_string_value(schema), sizeof shown));
+	}
+	task = json_object_get(result, "task");
+	if (!json_is_object(task))
+		return ca_fail(d, CA_ERR_INVALID, "the result has no task object");
+	id = json_object_get(task, "id");
+	if (!json_is_string(id) || json_string_length(id) == 0)
+		id = json_object_get(task, "dir"); /* a task that failed to load has no id */
+	if (!json_is_string(id) || json_string_length(id) == 0)
+		return ca_fail(d, CA_ERR_INVALID, "the result has no task.id (nor task.dir)");
+	key = json_string_value(id);
+	len = json_string_length(id);
+	if (len > REPORT_MAX_ID || strlen(key) != len)
+		return ca_fail(d, CA_ERR_INVALID, "task.id is longer than %d bytes or holds NUL",
+			       REPORT_MAX_ID);
+	rc = parse_level(task, &t.level, d);
+	if (rc)
+		return rc;
+
+	reward = json_object_get(result, "reward");
+	t.passed = json_is_true(json_object_get(result, "correct")) &&
+		   !(json_is_integer(reward) && json_integer_value(reward) == -1);
+	timing = json_object_get(result, "timing");
+	if (t.passed && json_is_object(timing) &&
+	    json_is_string(json_object_get(result, "mode")) &&
+	    strcmp(json_string_value(json_object_get(result, "mode")), "eval") == 0) {
+		t.s_eager = speedup(timing, "eager", "speedup_eager");
+		t.s_compile = speedup(timing, "compile", "speedup_compile");
+	}
+	reason = json_object_get(json_object_get(result, "reason"), "code");
+	ca_printable(t.reason, json_is_string(reason) ? json_string_value(reason) : "",
+		     sizeof t.reason);
+
+	rc = grow(r, d);
+	if (rc)
+		return rc;
+	slot = slot_of(r, key, len);
+	if (r->slots[slot]) {
+		struct report_task *old = &r->tasks[r->slots[slot] - 1];
+		t.id = old->id;
+		*old = t;
+		r->replaced++;
+	} else {
+		t.id = strdup(key);
+		if (!t.id)
+			return ca_fail(d, CA_ERR_NOMEM, "out of memory: %zu tasks", r->count);
+		r->tasks[r->count++] = t;
+		r->slots[slot] = r->count;
+	}
+	r->results++;
+	return 0;
+}
+
+/* ---- JSONL ---------------------------------------------------------------------------------- */
+
+/* Reads one line (without its '\n') into *buf; 1 when a line was read, 0 at end of file, or a
+ * negative error for a line over REPORT_MAX_LINE or a read error. */
+static int read_line(FILE *f, char **buf, size_t *cap, size_t *len)
+{
+	int c;
+	*len = 0;
+	while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+		if (*len + 1 >= *cap) {
+			size_t n;
+			char *p;
+			if (*cap > REPORT_MAX_LINE)
+				return CA_ERR_LIMIT;
+			n = *cap ? *cap * 2 : 4096;
+			if (n > (size_t)REPORT_MAX_LINE + 2)
+				n = (size_t)REPORT_MAX_LINE + 2;
+			p = realloc(*buf, n);
+			if (!p)
+				return CA_ERR_NOMEM;
+			*buf = p;
+			*cap = n;
+		}
+		(*buf)[(*len)++] = (char)c;
+	}
+	if (ferror(f))
+		return CA_ERR_IO;
+	if (*len > REPORT_MAX_LINE)
+		return CA_ERR_LIMIT;
+	if (*buf)
+		(*buf)[*len] = '\0';
+	return c == EOF && *len == 0 ? 0 : 1;
+}
+
+static bool blank(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
+			return false;
+	return true;
+}
+
+int report_add_jsonl(struct report *r, const char *path, struct ca_diag *d)
+{
+	char shown[512], *line = NULL;
+	size_t cap = 0, len = 0, size, lineno = 0;
+	FILE *f = NULL;
+	int fd, rc;
+
+	ca_printable(shown, path, sizeof shown);
+	rc = ca_open_regular(path, &fd, &size, d);
+	if (rc)
+		return rc;
+	f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return ca_fail(d, CA_ERR_IO, "cannot read %s: %s", shown, strerror(errno));
+	}
+	for (;;) {
+		json_error_t err;
+		json_t *obj;
+		int got = read_line(f, &line, &cap, &len);
+		if (got == 0)
+			break;
+		lineno++;
+		if (got < 0) {
+			rc = got == CA_ERR_LIMIT
+				     ? ca_fail(d, got, "%s:%zu: the line is longer than %u bytes",
+					       shown, lineno, REPORT_MAX_LINE)
+			     : got == CA_ERR_NOMEM
+				     ? ca_fail(d, got, "%s:%zu: out of memory", shown, lineno)
+				     : ca_fail(d, got, "cannot read %s: %s", shown, strerror(errno));
+			break;
+		}
+		if (blank(line, len))
+			continue;
+		obj = json_loadb(line, len, JSON_REJECT_DUPLICATES, &err);
+		if (!obj) {
+			char text[200];
+			rc = ca_fail(d, CA_ERR_PARSE, "%s:%zu: not JSON: %s (column %d)", shown, lineno,
+				     ca_printable(text, err.text, sizeof text), err.column);
+			break;
+		}
+		rc = report_add(r, obj, d);
+		json_decref(obj);
+		if (rc) {
+			ca_fail_prefix(d, rc, "%s:%zu", shown, lineno);
+			break;
+		}
+	}
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+/* ---- statistics ----------------------------------------------------------------------------- */
+
+double report_fast_p_value(int i)
+{
+	return round((double)i * REPORT_FAST_P_STEP * 1e6) / 1e6;
+}
+
+static void count_task(struct report_stats *s, const struct report_task *t)
+{
+	s->tasks++;
+	if (!t->passed)
+		return;
+	s->passed++;
+	if (t->s_eager > 0 || t->s_compile > 0)
+		s->timed++;
+	if (t->s_eager > 0) {
+		s->n_eager++;
+		s->sumlog_eager += log(t->s_eager);
+		if (t->s_eager > 1.0)
+			s->faster_eager++;
+	}
+	if (t->s_compile > 0) {
+		s->n_compile++;
+		s->sumlog_compile += log(t->s_compile);
+		if (t->s_compile > 1.0)
+			s->faster_compile++;
+	}
+	for (int i = 0; i < REPORT_FAST_P_POINTS; i++) {
+		double p = report_fast_p_value(i);
+		if (t->s_eager > 0 && t->s_eager > p)
+			s->fast_eager[i]++;
+		if (t->s_compile > 0 && t->s_compile > p)
+			s->fast_compile[i]++;
+	}
+}
+
+static int cmp_level(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	/* "other" (-1) after every numbered level */
+	unsigned ux = (unsigned)x, uy = (unsigned)y;
+	return ux < uy ? -1 : ux > uy;
+}
+
+int report_stats_rows(const struct report *r, struct report_stats **rows_out, size_t *count)
+{
+	int *levels = malloc((r->count + 1) * sizeof *levels);
+	struct report_stats *rows = NULL;
+	size_t n = 0;
+
+	*rows_out = NULL;
+	*count = 0;
+	if (!levels)
+		return CA_ERR_NOMEM;
+	for (size_t i = 0; i < r->count; i++)
+		levels[i] = r->tasks[i].level;
+	qsort(levels, r->count, sizeof *levels, cmp_level);
+	for (size_t i = 0; i < r->count; i++)
+		if (n == 0 || levels[n - 1] != levels[i])
+			levels[n++] = levels[i];
+	rows = calloc(n + 1, sizeof *rows);
+	if (!rows) {
+		free(levels);
+		return CA_ERR_NOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		rows[i].level = levels[i];
+	rows[n].level = REPORT_LEVEL_ALL;
+	for (size_t i = 0; i < r->count; i++) {
+		const struct report_task *t = &r->tasks[i];
+		int *hit = bsearch(&t->level, levels, n, sizeof *levels, cmp_level);
+		count_task(&rows[hit - levels], t);
+		count_task(&rows[n], t);
+	}
+	free(levels);
+	*rows_out = rows;
+	*count = n + 1;
+	return 0;
+}
+
+double report_geomean_eager(const struct report_stats *s)
+{
+	return s->n_eager ? exp(s->sumlog_eager / (double)s->n_eager) : 0.0;
+}
+
+double report_geomean_compile(const struct report_stats *s)
+{
+	return s->n_compile ? exp(s->sumlog_compile / (double)s->n_compile) : 0.0;
+}
+
+void report_level_label(int level, char *buf, size_t size)
+{
+	if (level == REPORT_LEVEL_ALL)
+		snprintf(buf, size, "all");
+	else if (level == REPORT_LEVEL_OTHER)
+		snprintf(buf, size, "other");
+	else
+		snprintf(buf, size, "%d", level);
+}
+
+static int cmp_task(const void *a, const void *b, void *ctx)
+{
+	const struct report *r = ctx;
+	const struct report_task *x = &r->tasks[*(const size_t *)a];
+	const struct report_task *y = &r->tasks[*(const size_t *)b];
+	int c = cmp_level(&x->level, &y->level);
+	return c ? c : strcmp(x->id, y->id);
+}
+
+int report_task_order(const struct report *r, size_t **order)
+{
+	*order = malloc((r->count + 1) * sizeof **order);
+	if (!*order)
+		return CA_ERR_NOMEM;
+	for (size_t i = 0; i < r->count; i++)
+		(*order)[i] = i;
+	qsort_r(*order, r->count, sizeof **order, cmp_task, (void *)r);
+	return 0;
+}
+
+/* ---- the terminal table --------------------------------------------------------------------- */
+
+static void pct(char *buf, size_t size, size_t k, size_t n)
+{
+	if (n == 0)
+		snprintf(buf, size, "-");
+	else
+		snprintf(buf, size, "%.1f", 100.0 * (double)k / (double)n);
+}
+
+static void geo(char *buf, size_t size, double g, size_t n)
+{
+	if (n == 0)
+		snprintf(buf, size, "- (0)");
+	else
+		snprintf(buf, size, "%.3fx (%zu)", g, n);
+}
+
+void report_print(const struct report *r, FILE *f)
+{
+	static const char *const head[] = {"level", "tasks", "pass %", "faster than eager %",
+					   "faster than compile %", "geomean vs eager (n)",
+					   "geomean vs compile (n)"};
+	struct report_stats *rows = NULL;
+	size_t count = 0;
+	int width[7];
+
+	if (report_stats_rows(r, &rows, &count) != 0) {
+		fputs("report: out of memory\n", f);
+		return;
+	}
+	for (int c = 0; c < 7; c++)
+		width[c] = (int)strlen(head[c]);
+	for (size_t i = 0; i < count; i++) {
+		char label[32];
+		report_level_label(rows[i].level, label, sizeof label);
+		if ((int)strlen(label) > width[0])
+			width[0] = (int)strlen(label);
+	}
+	fprintf(f, "%-*s", width[0], head[0]);
+	for (int c = 1; c < 7; c++)
+		fprintf(f, "  %*s", width[c], head[c]);
+	fputc('\n', f);
+	for (size_t i = 0; i < count; i++) {
+		const struct report_stats *s = &rows[i];
+		char cell[7][48];
+		report_level_label(s->level, cell[0], sizeof cell[0]);
+		snprintf(cell[1], sizeof cell[1], "%zu", s->tasks);
+		pct(cell[2], sizeof cell[2], s->passed, s->tasks);
+		pct(cell[3], sizeof cell[3], s->faster_eager, s->tasks);
+		pct(cell[4], sizeof cell[4], s->faster_compile, s->tasks);
+		geo(cell[5], sizeof cell[5], report_geomean_eager(s), s->n_eager);
+		geo(cell[6], sizeof cell[6], report_geomean_compile(s), s->n_compile);
+		fprintf(f, "%-*s", width[0], cell[0]);
+		for (int c = 1; c < 7; c++)
+			fprintf(f, "  %*s", width[c], cell[c]);
+		fputc('\n', f);
+	}
+	fprintf(f, "%zu tasks from %zu results (%zu replaced by a later result for the same task)\n",
+		r->count, r->results, r->replaced);
+	free(rows);
+}
+
+/* ---- JSON ----------------------------------------------------------------------------------- */
+
+static json_t *rate(size_t k, size_t n)
+{
+	return n ? json_real((double)k / (double)n) : json_null();
+}
+
+static json_t *fast_array(const size_t *counts, size_t tasks)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < REPORT_FAST_P_POINTS; i++)
+		json_array_append_new(a, json_real(tasks ? (double)counts[i] / (double)tasks : 0.0));
+	return a;
+}
+
+static json_t *row_json(const struct report_stats *s)
+{
+	json_t *level = s->level >= 0 ? json_integer(s->level)
+					: json_string(s->level == REPORT_LEVEL_OTHER ? "other"
+										     : "all");
+	return json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:I, s:o, s:I, "
+			 "s:{s:o, s:o}}",
+			 "level", level, "tasks", (json_int_t)s->tasks, "passed",
+			 (json_int_t)s->passed, "timed", (json_int_t)s->timed, "faster_eager",
+			 (json_int_t)s->faster_eager, "faster_compile",
+			 (json_int_t)s->faster_compile, "pass_rate", rate(s->passed, s->tasks),
+			 "faster_eager_rate", rate(s->faster_eager, s->tasks),
+			 "faster_compile_rate", rate(s->faster_compile, s->tasks), "geomean_eager",
+			 s->n_eager ? json_real(report_geomean_eager(s)) : json_null(), "n_eager",
+			 (json_int_t)s->n_eager, "geomean_compile",
+			 s->n_compile ? json_real(report_geomean_compile(s)) : json_null(),
+			 "n_compile", (json_int_t)s->n_compile, "fast_p", "eager",
+			 fast_array(s->fast_eager, s->tasks), "compile",
+			 fast_array(s->fast_compile, s->tasks));
+}
+
+json_t *report_json(const struct report *r)
+{
+	struct report_stats *rows = NULL;
+	size_t count = 0;
+	json_t *out = NULL, *levels, *p;
+
+	if (report_stats_rows(r, &rows, &count) != 0)
+		return NULL;
+	levels = json_array();
+	p = json_array();
+	for (size_t i = 0; levels && i + 1 < count; i++)
+		json_array_append_new(levels, row_json(&rows[i]));
+	for (int i = 0; p && i < REPORT_FAST_P_POINTS; i++)
+		json_array_append_new(p, json_real(report_fast_p_value(i)));
+	out = json_pack("{s:I, s:I, s:I, s:o, s:o, s:{s:o, s:o, s:o}}", "tasks",
+			(json_int_t)r->count, "results", (json_int_t)r->results, "replaced",
+			(json_int_t)r->replaced, "levels", levels, "all", row_json(&rows[count - 1]),
+			"fast_p", "p", p, "eager",
+			fast_array(rows[count - 1].fast_eager, rows[count - 1].tasks), "compile",
+			fast_array(rows[count - 1].fast_compile, rows[count - 1].tasks));
+	free(rows);
+	return out;
+}

@@ -1,0 +1,51 @@
+/* report_int: what report.c and report_html.c share (not for other subsystems). */
+#ifndef CA_REPORT_REPORT_INT_H
+#define CA_REPORT_REPORT_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "report/report.h"
+
+#define REPORT_LEVEL_OTHER (-1) /* task.level absent or null */
+#define REPORT_LEVEL_ALL   (-2) /* the overall row */
+#define REPORT_REASON_MAX  64
+
+struct report_task {
+	char *id;
+	int level;     /* >= 0, or REPORT_LEVEL_OTHER */
+	bool passed;
+	double s_eager;   /* speed-up against eager; 0: not timed against eager */
+	double s_compile; /* against torch.compile; 0: not timed against compile */
+	char reason[REPORT_REASON_MAX];
+};
+
+struct report {
+	struct report_task *tasks;
+	size_t count, cap;
+	size_t *slots; /* open addressing on task id: index + 1, 0 empty */
+	size_t nslots; /* a power of two, at least 2 x count */
+	size_t results;
+	size_t replaced;
+};
+
+struct report_stats {
+	int level; /* >= 0, REPORT_LEVEL_OTHER or REPORT_LEVEL_ALL */
+	size_t tasks, passed, timed, faster_eager, faster_compile, n_eager, n_compile;
+	double sumlog_eager, sumlog_compile;
+	size_t fast_eager[REPORT_FAST_P_POINTS], fast_compile[REPORT_FAST_P_POINTS];
+};
+
+/* p of fast_p point i: i x REPORT_FAST_P_STEP, rounded so that 1.0, 2.0, 3.0 are exact. */
+double report_fast_p_value(int i);
+/* Rows: one per level (ascending, "other" last), then the overall row; *rows heap. */
+int report_stats_rows(const struct report *r, struct report_stats **rows, size_t *count);
+/* Geometric means; 0 when n is 0. */
+double report_geomean_eager(const struct report_stats *s);
+double report_geomean_compile(const struct report_stats *s);
+/* "1", "other", "all" */
+void report_level_label(int level, char *buf, size_t size);
+/* Task indices sorted by level ("other" last), then id; *order heap. */
+int report_task_order(const struct report *r, size_t **order);
+
+#endif

@@ -1,0 +1,1 @@
+# Not a task: the name is not <N>_<Name>.py, so the importer skips it.

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# `cuda-agent bench` without a GPU: a small KernelBench-shaped tree of our own tasks and
+# candidates (one good, one that does not compile, one task without a candidate), real nvcc,
+# the real bridge on CPU torch. Checks the stored results (JSONL and SQLite), the report, resume
+# (final results are kept, env.no_gpu ones are evaluated again), --fresh, a changed candidate,
+# an interrupted run (SIGINT) that resumes, and usage errors.
+# Prints "N passed, N failed" last; exits nonzero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+build="${CA_BUILD:-$PWD/build}"
+cli="$build/cuda-agent"
+py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
+export CUDA_AGENT_PYTHON="$py"
+export CUDA_AGENT_CACHE="$(mktemp -d /tmp/ca-bench-cache.XXXXXX)"
+data=tests/data/candidates
+tmp="$(mktemp -d /tmp/ca-bench.XXXXXX)"
+trap 'rm -rf "$tmp" "$CUDA_AGENT_CACHE"' EXIT
+. tests/lib.sh
+
+# jsonl NAME PYEXPR: evaluates PYEXPR with rs = the results in $out/results.jsonl (list).
+jsonl() {
+  if "$py" - "$out/results.jsonl" "$2" <<'PY'
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {r["task"]["dir"].split("/tasks/", 1)[-1]: r for r in rs}
+sys.exit(0 if eval(sys.argv[2], {"rs": rs, "by": by}) else 1)
+PY
+  then ok "$1"; else bad "$1" "assertion $2 failed on: $(head -c 600 "$out/results.jsonl")"; fi
+}
+
+tasks="$tmp/tasks" cands="$tmp/cands" out="$tmp/out-dir"
+mkdir -p "$tasks/level1" "$tasks/level2" "$cands/level1"
+cp -r "$data/tiny_task" "$tasks/level1/1_axpb"
+cp -r "$data/tiny_task" "$tasks/level1/2_axpb_broken"
+cp -r "$data/tiny_task" "$tasks/level2/3_axpb_nobody"
+cp -r "$data/good" "$cands/level1/1_axpb"
+cp -r "$data/broken_syntax" "$cands/level1/2_axpb_broken"
+
+run "bench --help" 0 "$cli" bench --help
+grep_out "bench --help names --out" "--out DIR"
+run "bench needs two directories" 2 "$cli" bench "$tasks"
+run "bench: missing task tree" 2 "$cli" bench --out "$out" "$tmp/nope" "$cands"
+run "bench: bad --jobs" 2 "$cli" bench --jobs 0 "$tasks" "$cands"
+run "bench: empty tree" 2 "$cli" bench --out "$out" "$cands/level1/1_axpb" "$cands"
+
+run "bench a small tree (no GPU: exit 0, some results env.no_gpu)" 0 \
+  "$cli" bench --device cpu --jobs 2 --out "$out" "$tasks" "$cands"
+[ -f "$out/bench.sqlite" ] && ok "bench.sqlite written" || bad "bench.sqlite written"
+[ -f "$out/report.html" ] && ok "report.html written" || bad "report.html written"
+jsonl "one result per task, in task order" '[r["task"]["dir"].split("/tasks/")[1] for r in rs] == ["level1/1_axpb", "level1/2_axpb_broken", "level2/3_axpb_nobody"]'
+jsonl "the good candidate compiled and says there is no GPU" 'by["level1/1_axpb"]["compiled"] is True and by["level1/1_axpb"]["reason"]["code"] == "env.no_gpu"'
+jsonl "the broken candidate: build.error" 'by["level1/2_axpb_broken"]["reason"]["code"] == "build.error"'
+jsonl "the task without a candidate: candidate.missing" 'by["level2/3_axpb_nobody"]["reason"]["code"] == "candidate.missing"'
+grep -q "results:" "$tmp/out" && ok "the report is printed" || bad "the report is printed" "$(head -c 600 "$tmp/out")"
+grep -q "3 tasks, 3 evaluated now, 0 resumed" "$tmp/err" && ok "summary: 3 evaluated" || bad "summary: 3 evaluated" "$(tail -c 600 "$tmp/err")"
+
+run "bench again resumes" 0 "$cli" bench --device cpu --out "$out" "$tasks" "$cands"
+grep -q "3 tasks, 1 evaluated now, 2 resumed" "$tmp/err" && ok "final results kept, env.no_gpu evaluated again" || bad "final results kept, env.no_gpu evaluated again" "$(tail -c 600 "$tmp/err")"
+jsonl "still one line per task after resuming" 'len(rs) == 3'
+
+echo '// changed' >>"$cands/level1/2_axpb_broken/kernels/bad.cu"
+run "a changed candidate is evaluated again" 0 "$cli" bench --device cpu --out "$out" "$tasks" "$cands"
+grep -q "3 tasks, 2 evaluated now, 1 resumed" "$tmp/err" && ok "changed candidate re-evaluated" || bad "changed candidate re-evaluated" "$(tail -c 600 "$tmp/err")"
+
+run "bench --fresh" 0 "$cli" bench --device cpu --fresh --out "$out" "$tasks" "$cands"
+grep -q "3 tasks, 3 evaluated now, 0 resumed" "$tmp/err" && ok "--fresh evaluates everything" || bad "--fresh evaluates everything" "$(tail -c 600 "$tmp/err")"
+
+# Interrupted: SIGINT once the first result is stored; the run stops between tasks (exit 130),
+# keeps what it stored, and the next run resumes from there.
+more="$tmp/more" more_cands="$tmp/more-cands" out2="$tmp/out2"
+mkdir -p "$more" "$more_cands"
+for i in $(seq 1 24); do cp -r "$data/tiny_task" "$more/t$i"; cp -r "$data/good" "$more_cands/t$i"; done
+"$cli" bench --device cpu --jobs 1 --out "$out2" "$more" "$more_cands" >"$tmp/int.out" 2>"$tmp/int.err" &
+pid=$!
+for _ in $(seq 1 600); do
+  [ -s "$out2/results.jsonl" ] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -INT "$pid" 2>/dev/null
+wait "$pid"
+rc=$?
+if [ "$rc" -eq 130 ]; then ok "SIGINT stops the run (exit 130)"; else bad "SIGINT stops the run (exit 130)" "exit $rc: $(tail -c 400 "$tmp/int.err")"; fi
+grep -q "run the same command again to resume" "$tmp/int.err" && ok "interrupted run says how to resume" || bad "interrupted run says how to resume" "$(tail -c 400 "$tmp/int.err")"
+stored=$("$py" -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from results').fetchone()[0])" "$out2/bench.sqlite")
+[ "$stored" -ge 1 ] && [ "$stored" -lt 24 ] && ok "interrupted run stored $stored of 24" || bad "interrupted run stored some results" "stored $stored"
+run "the interrupted run completes (every result env.no_gpu here: exit 4)" 4 "$cli" bench --device cpu --out "$out2" "$more" "$more_cands"
+out="$out2" jsonl "all 24 tasks have a result" 'len(rs) == 24 and all(r["compiled"] is True for r in rs)'
+
+finish
