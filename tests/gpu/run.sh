@@ -77,6 +77,23 @@ field "--no-sandbox: correct, and the result says the sandbox was off" 'r["corre
 field "the audit recorded two calls" 'len(r["audit"]) == 2 and all(a["ran"] for a in r["audit"]) and all(a["late_us"] <= 2 for a in r["audit"])'
 
 
+# ---- bench: two examples as a small task tree; real results, the report, and a resumed re-run
+mkdir -p "$tmp/bench-tasks" "$tmp/bench-cands"
+for name in layernorm two_outputs; do
+  cp -r "examples/tasks/$name" "$tmp/bench-tasks/$name"
+  cp -r "examples/solutions/$name" "$tmp/bench-cands/$name"
+done
+run "bench over two examples" 0 "$cli" bench --out "$tmp/bench-out" "$tmp/bench-tasks" "$tmp/bench-cands"
+if "$py" - "$tmp/bench-out/results.jsonl" <<'PY'
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sys.exit(0 if len(rs) == 2 and all(r["correct"] is True and r["reward"] >= 1 for r in rs) else 1)
+PY
+then ok "bench: both results correct and rewarded"; else bad "bench: both results correct and rewarded" "$(head -c 800 "$tmp/bench-out/results.jsonl")"; fi
+[ -s "$tmp/bench-out/report.html" ] && ok "bench: report.html written" || bad "bench: report.html written"
+run "bench again" 0 "$cli" bench --out "$tmp/bench-out" "$tmp/bench-tasks" "$tmp/bench-cands"
+grep -q "2 tasks, 0 evaluated now, 2 resumed" "$tmp/err" && ok "bench: the re-run resumes both" || bad "bench: the re-run resumes both" "$(tail -c 400 "$tmp/err")"
+
 # ---- profile: CUPTI table
 run "profile" 0 "$cli" profile --json --task examples/tasks/layernorm examples/solutions/layernorm
 field "profile lists the candidate's kernels" 'len(r["profile"]["kernels"]) >= 1 and r["profile"]["kernels"][0]["calls"] >= 1 and r["profile"]["achieved_gbps"] > 0'
