@@ -1,0 +1,599 @@
+"""``python -m cuda_agent_bridge.candidate PLAN.json``: runs a PyTorch-format candidate with the
+GPU worker's plan and events (docs/protocol.md, "PyTorch-format candidates").
+
+Contract: reads the same plan as ``cuda-agent-worker`` plus a ``candidate`` object (format
+``kernelbench``: a ``.py`` file defining ``ModelNew``; format ``workdir``: the published
+CUDA-Agent layout whose ``cuda_extension`` module is built with torch's JIT builder or loaded
+prebuilt) and the task directory. Emits the worker's JSON-line events on the original stdout
+(``device``, ``loaded``, ``verify`` per trial, ``verified`` plus the stdin gate, ``timing`` /
+``profile`` as ``worker.unsupported``, ``error``, ``done``); fd 1 points at stderr and fd 0 at
+/dev/null while candidate code runs, so it can neither forge events nor read the gate.
+Exit 0 after ``done``, 1 after a fatal ``error``.
+
+Per trial: the params file's values are loaded into ModelNew (names from the reference Model's
+state_dict), the inputs file is loaded onto the device, forward() runs under
+``refusal.Refusal`` (torch compute refused: ``hack.torch_compute``), inputs and params are
+compared bitwise before/after (``verify.input_modified``, ``verify.params_modified``), and the
+flattened outputs are written as ``outputs.<i>``.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.machinery
+import importlib.util
+import itertools
+import json
+import os
+import sys
+import time
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, BinaryIO
+
+MAX_PLAN_BYTES = 1 << 20
+MAX_TRIALS = 64
+GATE_LINE_MAX = 64
+MESSAGE_MAX = 4096
+FORMATS = ("kernelbench", "workdir")
+_counter = itertools.count()
+
+
+class Fatal(Exception):
+    """Ends the run: an ``error`` event with this code, exit 1."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class CallFailure(Exception):
+    """One call failed: reported in its phase's event, then the run ends early with ``done``, or,
+    when ``fatal`` (a CUDA fault leaves the context unusable), with an ``error`` event."""
+
+    def __init__(self, code: str, message: str, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.fatal = fatal
+
+
+# Substrings of CUDA error texts (torch's RuntimeError) -> the worker's fault codes.
+CUDA_FAULTS = (
+    ("illegal memory access", "fault.illegal_address"),
+    ("misaligned address", "fault.misaligned_address"),
+    ("illegal instruction", "fault.illegal_instruction"),
+    ("unspecified launch failure", "fault.launch_failure"),
+    ("CUDA error", "fault.cuda_error"),
+)
+
+
+def cuda_fault(text: str) -> str | None:
+    """The fault code for a CUDA error text, or None when the text is not one."""
+    return next((code for key, code in CUDA_FAULTS if key in text), None)
+
+
+@dataclass
+class Trial:
+    params: str
+    inputs: str
+    outputs: str
+
+
+@dataclass
+class Candidate:
+    format: str
+    path: str  # the .py file (kernelbench) or the directory (workdir)
+    task_dir: str
+    build_dir: str | None = None
+    extension: str | None = None  # workdir: a prebuilt cuda_extension shared object
+    init_seed: int = 0
+    torch_device: str = "cuda"
+
+
+@dataclass
+class Plan:
+    candidate: Candidate
+    device: int
+    spec: dict[str, Any]
+    verify: list[Trial]
+    has_timing: bool
+    has_profile: bool
+    gate_after_verify: bool
+
+
+@dataclass
+class Runner:
+    """What the trials share: the candidate model, the reference's state_dict names, the device."""
+
+    model: Any
+    names: list[str]
+    device: Any
+    scalar_args: list[bool] = field(default_factory=list)
+
+
+class Events:
+    """JSON lines on the protocol stream, ``event`` first, flushed per line."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def emit(self, name: str, fields: dict[str, Any]) -> None:
+        self.stream.write(json.dumps({"event": name, **fields}, allow_nan=False) + "\n")
+        self.stream.flush()
+
+    def error(self, code: str, message: str) -> None:
+        self.emit("error", {"code": code, "message": _cap(message)})
+
+
+def _cap(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MESSAGE_MAX else flat[: MESSAGE_MAX - 3] + "..."
+
+
+def _take_stdio() -> tuple[BinaryIO, IO[str]]:
+    """Private copies of fds 0/1 (gate, events); fd 0 becomes /dev/null, fd 1 stderr."""
+    sys.stdout.flush()
+    gate = os.fdopen(os.dup(0), "rb", buffering=0)
+    events = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.set_inheritable(gate.fileno(), False)
+    os.set_inheritable(events.fileno(), False)
+    os.dup2(2, 1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdout = sys.stderr
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    return gate, events
+
+
+# ---- plan ---------------------------------------------------------------------------------------
+
+def _path(obj: dict[str, Any], key: str, where: str, required: bool = True) -> str | None:
+    v = obj.get(key)
+    if v is None:
+        if required:
+            raise Fatal("worker.bad_plan", f"plan: {where} needs '{key}'")
+        return None
+    if not isinstance(v, str) or not v or "\0" in v:
+        raise Fatal("worker.bad_plan", f"plan: {where}.{key} must be a non-empty string")
+    return v
+
+
+def _parse_candidate(obj: object) -> Candidate:
+    if not isinstance(obj, dict):
+        raise Fatal("worker.bad_plan", "plan: needs 'candidate' as an object (format, path/dir)")
+    fmt = obj.get("format")
+    if fmt not in FORMATS:
+        raise Fatal("worker.bad_plan",
+                    f"plan: candidate.format must be one of {', '.join(FORMATS)} (got {fmt!r})")
+    path = _path(obj, "path" if fmt == "kernelbench" else "dir", "candidate")
+    task_dir = _path(obj, "task_dir", "candidate")
+    seed = obj.get("init_seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise Fatal("worker.bad_plan", "plan: candidate.init_seed must be an integer in [0, 2^63)")
+    torch_device = obj.get("torch_device", "cuda")
+    if torch_device not in ("cuda", "cpu"):
+        raise Fatal("worker.bad_plan", "plan: candidate.torch_device must be 'cuda' or 'cpu'")
+    assert path is not None and task_dir is not None
+    return Candidate(str(fmt), path, task_dir, _path(obj, "build_dir", "candidate", False),
+                     _path(obj, "extension", "candidate", False) if fmt == "workdir" else None,
+                     seed, torch_device)
+
+
+def parse_plan(root: object) -> Plan:
+    """The plan's fields this program uses; raises Fatal(worker.bad_plan)."""
+    if not isinstance(root, dict):
+        raise Fatal("worker.bad_plan", "plan: expected a JSON object")
+    cand = _parse_candidate(root.get("candidate"))
+    device = root.get("device", 0)
+    if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device <= 1024:
+        raise Fatal("worker.bad_plan", "plan: 'device' must be an integer in [0, 1024]")
+    spec = root.get("spec")
+    if not isinstance(spec, dict) or not all(
+        isinstance(spec.get(k), list) for k in ("args", "params", "outputs")
+    ):
+        raise Fatal("worker.bad_plan", "plan: needs 'spec' (args, params, outputs lists)")
+    raw = root.get("verify", [])
+    if not isinstance(raw, list) or len(raw) > MAX_TRIALS:
+        raise Fatal("worker.bad_plan", f"plan: 'verify' must be a list of at most {MAX_TRIALS}")
+    trials = []
+    for i, t in enumerate(raw):
+        if not isinstance(t, dict):
+            raise Fatal("worker.bad_plan", f"plan: verify[{i}] must be an object")
+        where = f"verify[{i}]"
+        trials.append(Trial(*(str(_path(t, k, where)) for k in ("params", "inputs", "outputs"))))
+    gate = root.get("gate_after_verify", False)
+    if gate is not None and not isinstance(gate, (bool, int)):
+        raise Fatal("worker.bad_plan", "plan: 'gate_after_verify' must be a boolean")
+    return Plan(cand, device, spec, trials, root.get("timing") is not None,
+                root.get("profile") is not None, bool(gate))
+
+
+def load_plan(path: str) -> Plan:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_PLAN_BYTES + 1)
+    except OSError as exc:
+        raise Fatal("worker.bad_plan", f"plan {path}: {exc.strerror}") from exc
+    if len(data) > MAX_PLAN_BYTES:
+        raise Fatal("worker.bad_plan", f"plan {path} is larger than {MAX_PLAN_BYTES} bytes")
+    try:
+        root = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise Fatal("worker.bad_plan", f"plan {path}: invalid JSON ({exc})") from exc
+    return parse_plan(root)
+
+
+# ---- device -------------------------------------------------------------------------------------
+
+def open_device(plan: Plan) -> tuple[Any, dict[str, Any]]:
+    """The torch device and the ``device`` event's fields (nulls where not known)."""
+    import torch
+
+    if plan.candidate.torch_device == "cpu":
+        return torch.device("cpu"), {
+            "name": "cpu", "driver": None, "cuda_driver": None, "cuda_runtime": None,
+            "sm_count": None, "l2_bytes": None, "sm_clock_mhz": None,
+            "compute_capability": None, "memory_bytes": None, "pci_bus_id": None,
+            "device": None, "torch": torch.__version__,
+        }
+    if not torch.cuda.is_available():
+        raise Fatal("worker.no_gpu", "no usable CUDA device (torch.cuda.is_available() is false)")
+    if plan.device >= torch.cuda.device_count():
+        raise Fatal("worker.no_gpu", f"device {plan.device} does not exist "
+                    f"({torch.cuda.device_count()} visible)")
+    dev = torch.device("cuda", plan.device)
+    torch.cuda.set_device(dev)
+    p = torch.cuda.get_device_properties(dev)
+    bus = getattr(p, "pci_bus_id", None)
+    return dev, {
+        "name": p.name, "driver": None, "cuda_driver": None, "cuda_runtime": torch.version.cuda,
+        "sm_count": p.multi_processor_count, "l2_bytes": getattr(p, "L2_cache_size", None),
+        "sm_clock_mhz": None, "compute_capability": f"{p.major}.{p.minor}",
+        "memory_bytes": p.total_memory,
+        "pci_bus_id": bus if isinstance(bus, str) else None,
+        "device": plan.device, "torch": torch.__version__,
+    }
+
+
+# ---- loading the candidate ----------------------------------------------------------------------
+
+def _exec_file(path: str, name: str, what: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise Fatal("candidate.load_failed", f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:
+        sys.modules.pop(name, None)
+        raise Fatal("candidate.load_failed",
+                    f"importing {what} raised {_exc_line(exc, path)}") from exc
+    return module
+
+
+def _exc_line(exc: BaseException, path: str) -> str:
+    from .errors import exception_text, task_line
+
+    line = task_line(exc, path)
+    return f"{exception_text(exc)} (line {line})" if line else exception_text(exc)
+
+
+def _workdir_sources(directory: str) -> list[str]:
+    """The published build's translation units: *.cu and *.cpp in the workdir (binding.cpp)
+    and in kernels/; binding.cpp first."""
+    found: set[str] = set()
+    for sub in (directory, os.path.join(directory, "kernels")):
+        for ext in ("*.cu", "*.cpp"):
+            found.update(glob.glob(os.path.join(sub, ext)))
+    binding = os.path.join(directory, "binding.cpp")
+    found.discard(binding)
+    return [binding, *sorted(found)]
+
+
+def load_cuda_extension(cand: Candidate) -> types.ModuleType:
+    """The workdir's ``cuda_extension`` module: the prebuilt file, or built with torch's JIT
+    builder into ``build_dir`` (ninja rebuilds only the translation units that changed)."""
+    directory = cand.path
+    if cand.extension is not None:
+        loader = importlib.machinery.ExtensionFileLoader("cuda_extension", cand.extension)
+        spec = importlib.util.spec_from_file_location("cuda_extension", cand.extension,
+                                                      loader=loader)
+        if spec is None:
+            raise Fatal("candidate.load_failed", f"cannot load {cand.extension}")
+        try:
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+        except (Exception, SystemExit) as exc:
+            raise Fatal("candidate.load_failed",
+                        f"loading {cand.extension} raised {_exc_line(exc, '')}") from exc
+        return module
+    sources = _workdir_sources(directory)
+    missing = [s for s in (sources[0], os.path.join(directory, "binding_registry.h"))
+               if not os.path.isfile(s)]
+    if missing:
+        raise Fatal("candidate.load_failed",
+                    f"workdir {directory} has no {', '.join(os.path.basename(m) for m in missing)}")
+    if len(sources) == 1:
+        raise Fatal("candidate.load_failed", f"workdir {directory} has no kernels/*.cu or *.cpp")
+    from torch.utils import cpp_extension
+
+    build_dir = cand.build_dir or os.path.join(directory, "build", "cuda_agent")
+    os.makedirs(build_dir, exist_ok=True)
+    try:
+        module = cpp_extension.load(
+            name="cuda_extension", sources=sources, build_directory=build_dir,
+            extra_include_paths=[directory], extra_cflags=["-O3"],
+            extra_cuda_cflags=["-O3"], verbose=False,
+        )
+    except (Exception, SystemExit) as exc:
+        raise Fatal("build.error", f"building cuda_extension failed: {_cap(str(exc))}") from exc
+    assert isinstance(module, types.ModuleType)
+    return module
+
+
+def load_model_class(cand: Candidate) -> type:
+    """ModelNew from the candidate (kernelbench file, or the workdir's model_new.py)."""
+    from torch import nn
+
+    if cand.build_dir is not None and cand.format == "kernelbench":
+        os.environ["TORCH_EXTENSIONS_DIR"] = cand.build_dir  # load_inline's build cache
+    name = f"cuda_agent_candidate_{next(_counter)}"
+    if cand.format == "kernelbench":
+        path, what = cand.path, os.path.basename(cand.path)
+    else:
+        path, what = os.path.join(cand.path, "model_new.py"), "model_new.py"
+        sys.modules["cuda_extension"] = load_cuda_extension(cand)
+        sys.path.insert(0, os.path.abspath(cand.path))
+    if not os.path.isfile(path):
+        raise Fatal("candidate.load_failed", f"{path} does not exist")
+    module = _exec_file(path, name, what)
+    cls = getattr(module, "ModelNew", None)
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise Fatal("candidate.load_failed", f"{what} defines no class ModelNew(nn.Module)")
+    return cls
+
+
+def reference_layout(task: Any, store: Any, seed: int) -> dict[str, tuple[int, ...]]:
+    """The reference Model's state_dict names (in order) and shapes: built on the meta device
+    (no memory, no random init), or as the bridge builds it when the meta build fails."""
+    import torch
+
+    from .tasks import seed_all
+
+    try:
+        seed_all(seed)
+        init = task.get_init_inputs()
+        with torch.device("meta"):
+            model = task.model_cls(*init)
+    except Exception:  # e.g. __init__ reads values: the real build reports real errors
+        model = store.build(task, seed).model
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def build_runner(plan: Plan, device: Any) -> Runner:
+    """ModelNew(*get_init_inputs()) under the task's seeding rule, checked against the reference
+    Model's state_dict names (strict) and cast like the reference."""
+    import torch
+
+    from .errors import BridgeError, exception_text
+    from .tasks import TaskStore, call_task, seed_all
+
+    store = TaskStore(torch.device("cpu"))
+    try:
+        task = store.load(plan.candidate.task_dir)
+        reference = reference_layout(task, store, plan.candidate.init_seed)
+    except BridgeError as exc:
+        raise Fatal("worker.bad_plan", f"task {plan.candidate.task_dir}: {exc.message}") from exc
+    names = list(reference)
+    shapes = reference
+    cls = load_model_class(plan.candidate)
+    seed_all(plan.candidate.init_seed)
+    try:
+        init = call_task(task, "task.init_raised", "get_init_inputs()", task.get_init_inputs)
+        if not isinstance(init, (list, tuple)):
+            raise Fatal("candidate.init_failed", "get_init_inputs() must return a list")
+        model = cls(*init)
+        model.to(device)
+        if task.cast_dtype is not None:
+            model.to(task.cast_dtype)
+    except BridgeError as exc:
+        raise Fatal("candidate.init_failed", exc.message) from exc
+    except Fatal:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise Fatal("candidate.init_failed",
+                    f"ModelNew(*get_init_inputs()) raised {exception_text(exc)}") from exc
+    model.eval()
+    ours = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    missing = [k for k in names if k not in ours]
+    unexpected = [k for k in ours if k not in shapes]
+    reshaped = [k for k in names if k in ours and ours[k] != shapes[k]]
+    if missing or unexpected or reshaped:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:8])}")
+        if unexpected:
+            parts.append(f"unexpected {', '.join(unexpected[:8])}")
+        if reshaped:
+            parts.append("shape differs for " + ", ".join(
+                f"{k} ({list(ours[k])} vs {list(shapes[k])})" for k in reshaped[:8]))
+        raise Fatal("candidate.params_mismatch",
+                    "ModelNew's state_dict must have the reference Model's names and shapes "
+                    f"(load_state_dict strict): {'; '.join(parts)}")
+    scalar = [str(a.get("device")) == "cpu" if isinstance(a, dict) else False
+              for a in plan.spec["args"]]
+    return Runner(model, names, device, scalar)
+
+
+# ---- trials -------------------------------------------------------------------------------------
+
+def _bits(t: Any) -> Any:
+    import torch
+
+    return t.detach().reshape(-1).contiguous().view(torch.uint8).clone()
+
+
+def _load(path: str, prefix: str) -> list[Any]:
+    from .files import load_tensors
+
+    try:
+        return load_tensors(path, prefix)
+    except Exception as exc:  # safetensors raises several types for unreadable files
+        raise Fatal("worker.bad_input", f"cannot read {prefix} from {path}: {exc}") from exc
+
+
+def run_trial(r: Runner, t: Trial, what: str) -> None:
+    """One verification call; raises CallFailure for a per-call failure, Fatal otherwise."""
+    import torch
+
+    from .errors import BridgeError, exception_text
+    from .files import save_tensors
+    from .refusal import Refusal, refused_in
+    from .tasks import flatten_outputs
+
+    params = _load(t.params, "params")
+    if len(params) != len(r.names):
+        raise Fatal("worker.bad_input", f"{t.params} holds {len(params)} params; the reference "
+                    f"state_dict has {len(r.names)}")
+    files = _load(t.inputs, "args")
+    try:
+        r.model.load_state_dict({n: p for n, p in zip(r.names, params, strict=True)},
+                                strict=True)
+    except Exception as exc:
+        raise Fatal("worker.bad_input", f"loading {t.params} into ModelNew raised "
+                    f"{exception_text(exc)}") from exc
+    args: list[object] = []
+    for i, f in enumerate(files):
+        scalar = i < len(r.scalar_args) and r.scalar_args[i] and f.dim() == 0
+        args.append(f.item() if scalar else f.to(r.device))
+    tensors = [(i, a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    before = [_bits(a) for _, a in tensors]
+    state = r.model.state_dict()
+    before_params = [_bits(state[n]) for n in r.names]
+    guard = Refusal()
+    out: object = None
+    with torch.no_grad():
+        try:
+            with guard:
+                out = r.model(*args)
+            if r.device.type == "cuda":
+                torch.cuda.synchronize(r.device)
+        except (Exception, SystemExit) as exc:
+            op = guard.refused or refused_in(exc)
+            if op:
+                raise CallFailure("hack.torch_compute",
+                                  f"ModelNew.forward() called {op} ({what}); torch compute "
+                                  "is refused while the candidate runs") from exc
+            fault = cuda_fault(str(exc)) if r.device.type == "cuda" else None
+            raise CallFailure(fault or "abi.forward_failed",
+                              f"ModelNew.forward() raised {exception_text(exc)} ({what})",
+                              fatal=fault is not None) from exc
+    if guard.refused:
+        raise CallFailure("hack.torch_compute",
+                          f"ModelNew.forward() called {guard.refused} ({what}) and caught the "
+                          "refusal; torch compute is refused while the candidate runs")
+    for k, (i, a) in enumerate(tensors):
+        if not torch.equal(_bits(a), before[k]):
+            raise CallFailure("verify.input_modified",
+                              f"ModelNew.forward() modified input args.{i} ({what}); inputs are "
+                              "read-only (write results only into new output tensors)")
+    state = r.model.state_dict()
+    for k, n in enumerate(r.names):
+        if not torch.equal(_bits(state[n]), before_params[k]):
+            raise CallFailure("verify.params_modified",
+                              f"ModelNew.forward() modified parameter params.{k} ({n}) ({what}); "
+                              "parameters are read-only")
+    try:
+        outputs = flatten_outputs(out)
+    except BridgeError as exc:
+        raise CallFailure("abi.forward_failed", exc.message.replace(
+            "forward()", "ModelNew.forward()") + f" ({what})") from exc
+    try:
+        save_tensors(t.outputs, "outputs", outputs, {"kind": "candidate"})
+    except OSError as exc:
+        raise Fatal("worker.bad_input", f"cannot write {t.outputs}: {exc}") from exc
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+def read_gate(gate: BinaryIO) -> bool:
+    line = b""
+    while len(line) < GATE_LINE_MAX:
+        ch = gate.read(1)
+        if not ch or ch == b"\n":
+            break
+        line += ch
+    return line.rstrip(b"\r") == b"continue"
+
+
+def run(plan_path: str, gate: BinaryIO, ev: Events) -> int:
+    plan = load_plan(plan_path)
+    device, info = open_device(plan)
+    ev.emit("device", info)
+    runner = build_runner(plan, device)
+    ev.emit("loaded", {"has_setup": False, "has_teardown": False,
+                       "format": plan.candidate.format})
+    failed = False
+    trials = 0
+    for k, t in enumerate(plan.verify):
+        t0 = time.monotonic()
+        trials = k + 1
+        try:
+            run_trial(runner, t, f"verification trial {k + 1} of {len(plan.verify)}")
+        except CallFailure as exc:
+            ev.emit("verify", {"trial": k, "ok": False, "seconds": time.monotonic() - t0,
+                               "code": exc.code, "message": _cap(exc.message)})
+            if exc.fatal:
+                raise Fatal(exc.code, exc.message) from exc
+            failed = True
+            break
+        ev.emit("verify", {"trial": k, "ok": True, "seconds": time.monotonic() - t0})
+    if plan.gate_after_verify:
+        ev.emit("verified", {"trials": trials, "ok": not failed})
+        go = read_gate(gate)
+    else:
+        go = not failed
+    if go and plan.has_timing:
+        ev.emit("timing", {"ok": False, "code": "worker.unsupported", "samples": 0,
+                           "warmup_calls": 0, "checks_done": 0, "seconds": 0.0,
+                           "message": "timing of PyTorch-format candidates is not implemented "
+                                      "yet; nothing was measured"})
+    if go and not failed and not plan.has_timing and plan.has_profile:
+        ev.emit("profile", {"ok": False, "code": "worker.unsupported", "kernels": [],
+                            "total_ns": 0, "seconds": 0.0,
+                            "message": "profiling PyTorch-format candidates is not implemented "
+                                       "yet"})
+    ev.emit("done", {})
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    sys.dont_write_bytecode = True  # candidate code is imported from read-only places
+    gate, events = _take_stdio()
+    ev = Events(events)
+    if len(args) != 1 or args[0] in ("-h", "--help"):
+        print("usage: python -m cuda_agent_bridge.candidate PLAN.json", file=sys.stderr)
+        if len(args) == 1:
+            return 0
+        ev.error("worker.bad_plan", "usage: python -m cuda_agent_bridge.candidate PLAN.json")
+        return 1
+    try:
+        return run(args[0], gate, ev)
+    except Fatal as exc:
+        ev.error(exc.code, exc.message)
+        return 1
+    except Exception as exc:  # a bug here, not the candidate's: say so plainly
+        from .errors import exception_text
+
+        ev.error("worker.internal", f"candidate runner failed: {exception_text(exc)}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,467 @@
+"""python -m cuda_agent_bridge.candidate: PyTorch-format candidates with the worker's plan and
+events, on the CPU (torch_device "cpu"): verification trials, refusal of torch compute, the input
+and parameter checks, the params-name check, the gate, and timing reported as unsupported."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from cuda_agent_bridge.files import load_tensors, save_tensors
+from cuda_agent_bridge.refusal import Refusal, TorchComputeRefused
+from support import PYTHON_DIR, write_task
+
+TASK = """
+import torch
+from torch import nn
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(n))
+
+    def forward(self, x, scale):
+        return torch.relu(x) * scale + self.bias
+
+def get_inputs():
+    return [torch.randn(8, 32), 2.0]
+
+def get_init_inputs():
+    return [32]
+"""
+SPEC = {
+    "args": [{"index": 0, "name": "x", "dtype": "float32", "shape": [8, 32], "device": "cuda"},
+             {"index": 1, "name": "scale", "dtype": "float64", "shape": [], "device": "cpu"}],
+    "params": [{"index": 0, "name": "bias", "dtype": "float32", "shape": [32],
+                "device": "cuda"}],
+    "outputs": [{"index": 0, "name": "output", "dtype": "float32", "shape": [8, 32],
+                 "device": "cuda"}],
+}
+# CPU C++ only (g++): one extension, two entry points; every kernelbench candidate below that
+# uses it has the same name and sources, so it is compiled once per test session.
+EXTENSION = '''
+from torch.utils.cpp_extension import load_inline
+
+CPP = r"""
+torch::Tensor relu_scale_bias(torch::Tensor x, double scale, torch::Tensor bias) {
+    TORCH_CHECK(x.is_contiguous() && bias.is_contiguous(), "contiguous tensors only");
+    TORCH_CHECK(x.scalar_type() == torch::kFloat && bias.scalar_type() == torch::kFloat, "fp32");
+    torch::Tensor out = torch::empty_like(x);
+    const float *xp = x.data_ptr<float>(), *bp = bias.data_ptr<float>();
+    float *op = out.data_ptr<float>();
+    const int64_t n = bias.numel(), total = x.numel();
+    for (int64_t i = 0; i < total; i++) {
+        const float v = xp[i] > 0.0f ? xp[i] : 0.0f;
+        op[i] = v * static_cast<float>(scale) + bp[i % n];
+    }
+    return out;
+}
+
+torch::Tensor relu_scale_bias_aten(torch::Tensor x, double scale, torch::Tensor bias) {
+    return torch::relu(x) * scale + bias;
+}
+"""
+
+ext = load_inline(name="ca_test_relu_scale_bias", cpp_sources=CPP,
+                  functions=["relu_scale_bias", "relu_scale_bias_aten"], verbose=False)
+'''
+GOOD = EXTENSION + '''
+import torch
+from torch import nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.bias = nn.Parameter(torch.empty(n))
+
+    def forward(self, x, scale):
+        return ext.relu_scale_bias(x.contiguous(), scale, self.bias)
+'''
+ATEN_IN_CPP = GOOD.replace("ext.relu_scale_bias(", "ext.relu_scale_bias_aten(")
+FUNCTIONAL = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.bias = nn.Parameter(torch.empty(n))
+
+    def forward(self, x, scale):
+        return F.relu(x) * scale + self.bias
+"""
+SWALLOWED = """
+import torch
+from torch import nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.bias = nn.Parameter(torch.empty(n))
+
+    def forward(self, x, scale):
+        try:
+            return torch.relu(x) * scale + self.bias
+        except Exception:
+            return torch.empty_like(x)
+"""
+MODIFIES_INPUT = """
+import torch
+from torch import nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.bias = nn.Parameter(torch.empty(n))
+
+    def forward(self, x, scale):
+        out = x.clone()
+        x.copy_(torch.zeros_like(x))  # copies are allowed; writing into an input is not
+        return out
+"""
+MODIFIES_PARAM = """
+import torch
+from torch import nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.bias = nn.Parameter(torch.empty(n))
+
+    def forward(self, x, scale):
+        self.bias.data.copy_(torch.zeros_like(self.bias))
+        return x.clone()
+"""
+NOISY = """
+import os
+import sys
+import torch
+from torch import nn
+
+print('{"event": "done"}')
+os.write(1, b'{"event": "verified", "trials": 9, "ok": true}\\n')
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.bias = nn.Parameter(torch.empty(n))
+
+    def forward(self, x, scale):
+        print('{"event": "verify", "trial": 0, "ok": true}')
+        assert sys.stdin.read() == "" and os.read(0, 64) == b""  # the gate is out of reach
+        return x.clone()
+"""
+RENAMED = """
+import torch
+from torch import nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.offset = nn.Parameter(torch.empty(n))
+
+    def forward(self, x, scale):
+        return x.clone()
+"""
+
+
+@pytest.fixture(scope="session")
+def ext_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """load_inline's build cache, shared by the session (TORCH_EXTENSIONS_DIR)."""
+    return tmp_path_factory.mktemp("torch_extensions")
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_task(tmp_path_factory.mktemp("tasks"), "relu_scale_bias", TASK)
+
+
+def make_trials(root: Path, count: int) -> list[dict[str, Any]]:
+    """Params and inputs files of `count` trials (own seeds), as the bridge writes them."""
+    trials = []
+    for k in range(count):
+        g = torch.Generator().manual_seed(100 + k)
+        p, i = root / f"p{k}.safetensors", root / f"i{k}.safetensors"
+        save_tensors(str(p), "params", [torch.randn(32, generator=g)], {})
+        save_tensors(str(i), "args", [torch.randn(8, 32, generator=g),
+                                      torch.tensor(1.5 + k, dtype=torch.float64)], {})
+        trials.append({"params": str(p), "inputs": str(i),
+                       "outputs": str(root / f"o{k}.safetensors")})
+    return trials
+
+
+def write_plan(root: Path, task: Path, source: str, ext_dir: Path, trials: int = 2,
+               timing: bool = False, gate: bool = True) -> Path:
+    cand = root / "candidate.py"
+    cand.write_text(textwrap.dedent(source))
+    plan: dict[str, Any] = {
+        "candidate": {"format": "kernelbench", "path": str(cand), "task_dir": str(task),
+                      "build_dir": str(ext_dir), "torch_device": "cpu"},
+        "device": 0, "spec": SPEC, "verify": make_trials(root, trials),
+        "gate_after_verify": gate,
+    }
+    if timing:  # the C worker's timing object; only its presence matters here
+        plan["timing"] = {"params": plan["verify"][0]["params"],
+                          "rotation": [plan["verify"][0]["inputs"]], "seed": 7,
+                          "checks": [], "final": {"inputs": plan["verify"][0]["inputs"],
+                                                  "outputs": str(root / "f.safetensors")},
+                          "protocol": {"checks": 0}}
+    path = root / "plan.json"
+    path.write_text(json.dumps(plan))
+    return path
+
+
+class Run:
+    """The program as a child: events read line by line from stdout, the gate written to stdin."""
+
+    def __init__(self, plan: Path) -> None:
+        env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR), PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent_bridge.candidate", str(plan)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.pending = b""
+
+    def event(self, timeout: float) -> dict[str, Any] | None:
+        """The next event, or None at EOF; fails after timeout seconds."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self.proc.kill()
+                raise TimeoutError(f"no event within {timeout} s; stderr: {self.stderr()}")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                assert not self.pending, self.pending
+                return None
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        obj = json.loads(line)  # a stray print on stdout fails here
+        assert isinstance(obj, dict) and isinstance(obj.get("event"), str), obj
+        return obj
+
+    def until(self, name: str, timeout: float) -> list[dict[str, Any]]:
+        """Events up to and including the first `name` (or the end)."""
+        events = []
+        while (ev := self.event(timeout)) is not None:
+            events.append(ev)
+            if ev["event"] == name:
+                break
+        return events
+
+    def gate(self, line: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line)
+        self.proc.stdin.close()
+
+    def stderr(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read().decode("utf-8", "replace")[-3000:]
+
+    def finish(self, timeout: float = 120) -> tuple[list[dict[str, Any]], int]:
+        events = self.until("\0", timeout)
+        return events, self.proc.wait(timeout)
+
+
+def run_all(plan: Path, gate: bytes = b"stop\n", timeout: float = 120
+            ) -> tuple[list[dict[str, Any]], int]:
+    run = Run(plan)
+    run.gate(gate)
+    return run.finish(timeout)
+
+
+def names(events: list[dict[str, Any]]) -> list[str]:
+    return [e["event"] for e in events]
+
+
+def expected_output(trial: dict[str, Any]) -> torch.Tensor:
+    (bias,) = load_tensors(trial["params"], "params")
+    x, scale = load_tensors(trial["inputs"], "args")
+    return torch.relu(x) * scale.item() + bias
+
+
+# Compiles a C++ extension with g++ (about a minute on 2 cores, cold; cached for the session).
+def test_correct_candidate_passes_gate_and_times_as_unsupported(
+        tmp_path: Path, task: Path, ext_dir: Path) -> None:
+    plan = write_plan(tmp_path, task, GOOD, ext_dir, trials=3, timing=True)
+    run = Run(plan)
+    head = run.until("verified", timeout=600)
+    assert names(head) == ["device", "loaded", "verify", "verify", "verify", "verified"], (
+        head, run.stderr())
+    assert head[0]["name"] == "cpu" and head[1]["format"] == "kernelbench"
+    assert [e["trial"] for e in head[2:5]] == [0, 1, 2]
+    assert all(e["ok"] and e["seconds"] >= 0 for e in head[2:5]), head
+    assert head[5] == {"event": "verified", "trials": 3, "ok": True}
+    # The program waits at the gate: nothing more until the supervisor answers.
+    time.sleep(0.5)
+    assert run.proc.poll() is None and not run.pending
+    run.gate(b"continue\n")
+    tail, rc = run.finish()
+    assert rc == 0 and names(tail) == ["timing", "done"], tail
+    assert tail[0]["ok"] is False and tail[0]["code"] == "worker.unsupported"
+    assert "not implemented" in tail[0]["message"]
+    trials = json.loads(plan.read_text())["verify"]
+    for t in trials:
+        (out,) = load_tensors(t["outputs"], "outputs")
+        torch.testing.assert_close(out, expected_output(t), rtol=0, atol=1e-6)
+
+
+# Shares the extension built by the test above (or builds it).
+def test_torch_compute_inside_the_extension_is_refused(
+        tmp_path: Path, task: Path, ext_dir: Path) -> None:
+    events, rc = run_all(write_plan(tmp_path, task, ATEN_IN_CPP, ext_dir), timeout=600)
+    assert rc == 0 and names(events) == ["device", "loaded", "verify", "verified", "done"], events
+    assert events[2]["code"] == "hack.torch_compute", events[2]
+    assert "aten.relu" in events[2]["message"], events[2]
+
+
+def test_functional_relu_is_refused(tmp_path: Path, task: Path, ext_dir: Path) -> None:
+    events, rc = run_all(write_plan(tmp_path, task, FUNCTIONAL, ext_dir, timing=True),
+                         gate=b"stop\n")
+    assert rc == 0 and names(events) == ["device", "loaded", "verify", "verified", "done"], events
+    v = events[2]
+    assert v["trial"] == 0 and v["ok"] is False and v["code"] == "hack.torch_compute"
+    assert "torch.nn.functional.relu" in v["message"]
+    assert events[3] == {"event": "verified", "trials": 1, "ok": False}
+    assert not Path(json.loads((tmp_path / "plan.json").read_text())["verify"][0]["outputs"]
+                    ).exists()
+
+
+def test_swallowed_refusal_still_fails(tmp_path: Path, task: Path, ext_dir: Path) -> None:
+    events, rc = run_all(write_plan(tmp_path, task, SWALLOWED, ext_dir))
+    assert rc == 0 and events[2]["code"] == "hack.torch_compute", events
+    assert "torch.relu" in events[2]["message"]
+
+
+def test_modified_input_is_reported(tmp_path: Path, task: Path, ext_dir: Path) -> None:
+    events, rc = run_all(write_plan(tmp_path, task, MODIFIES_INPUT, ext_dir))
+    assert rc == 0 and events[2]["code"] == "verify.input_modified", events
+    assert "args.0" in events[2]["message"]
+
+
+def test_modified_param_is_reported(tmp_path: Path, task: Path, ext_dir: Path) -> None:
+    events, rc = run_all(write_plan(tmp_path, task, MODIFIES_PARAM, ext_dir))
+    assert rc == 0 and events[2]["code"] == "verify.params_modified", events
+    assert "bias" in events[2]["message"]
+
+
+def test_candidate_can_neither_forge_events_nor_read_the_gate(
+        tmp_path: Path, task: Path, ext_dir: Path) -> None:
+    events, rc = run_all(write_plan(tmp_path, task, NOISY, ext_dir, trials=2, timing=True),
+                         gate=b"continue\n")
+    assert rc == 0 and names(events) == ["device", "loaded", "verify", "verify", "verified",
+                                         "timing", "done"], events
+    assert events[4] == {"event": "verified", "trials": 2, "ok": True}
+
+
+def test_different_parameter_names_are_fatal(tmp_path: Path, task: Path, ext_dir: Path) -> None:
+    events, rc = run_all(write_plan(tmp_path, task, RENAMED, ext_dir))
+    assert rc == 1 and names(events) == ["device", "error"], events
+    err = events[1]
+    assert err["code"] == "candidate.params_mismatch"
+    assert "missing bias" in err["message"] and "unexpected offset" in err["message"]
+
+
+def test_without_gate_a_failed_trial_ends_the_run(tmp_path: Path, task: Path,
+                                                  ext_dir: Path) -> None:
+    events, rc = run_all(write_plan(tmp_path, task, MODIFIES_INPUT, ext_dir, gate=False,
+                                    timing=True))
+    assert rc == 0 and names(events) == ["device", "loaded", "verify", "done"], events
+
+
+def test_bad_plan_and_missing_candidate(tmp_path: Path, task: Path, ext_dir: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"candidate": {"format": "onnx", "path": "x"}}))
+    events, rc = run_all(bad)
+    assert rc == 1 and events == [{"event": "error", "code": "worker.bad_plan", "message":
+                                   "plan: candidate.format must be one of kernelbench, workdir "
+                                   "(got 'onnx')"}]
+    plan = write_plan(tmp_path, task, RENAMED, ext_dir)
+    obj = json.loads(plan.read_text())
+    obj["candidate"]["path"] = str(tmp_path / "nope.py")
+    plan.write_text(json.dumps(obj))
+    events, rc = run_all(plan)
+    assert rc == 1 and events[-1]["code"] == "candidate.load_failed", events
+
+
+def test_refusal_allowlist_in_process() -> None:
+    x = torch.randn(4, 6)
+    with torch.no_grad(), Refusal() as r:
+        y = torch.empty_like(x)
+        y.copy_(x.contiguous().view(6, 4).t().reshape(4, 6))
+        assert (x.shape, x.dtype, x.device, x.numel(), x[1:, :2].shape) == (
+            torch.Size([4, 6]), torch.float32, torch.device("cpu"), 24, torch.Size([3, 2]))
+    assert r.refused is None
+    for fn, op in ((lambda: x + 1, "torch.Tensor.add"), (lambda: x.sum(), "torch.Tensor.sum"),
+                   (lambda: torch.matmul(x, x.t()), "torch.matmul"),
+                   (lambda: x[torch.tensor([0])], "torch.Tensor.__getitem__"),
+                   (lambda: torch.nn.functional.gelu(x), "torch.nn.functional.gelu")):
+        with torch.no_grad(), Refusal() as r, pytest.raises(TorchComputeRefused):
+            fn()
+        assert r.refused == op
+
+
+WORKDIR = Path(__file__).resolve().parent / "fixtures" / "workdir"
+
+
+@pytest.fixture(scope="session")
+def workdir_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("workdir_build")
+
+
+def write_workdir_plan(root: Path, task: Path, workdir: Path, build: Path,
+                       extension: Path | None = None) -> Path:
+    cand: dict[str, Any] = {"format": "workdir", "dir": str(workdir), "task_dir": str(task),
+                            "build_dir": str(build), "torch_device": "cpu"}
+    if extension is not None:
+        cand["extension"] = str(extension)
+    plan = {"candidate": cand, "device": 0, "spec": SPEC, "verify": make_trials(root, 2),
+            "gate_after_verify": True}
+    path = root / "plan.json"
+    path.write_text(json.dumps(plan))
+    return path
+
+
+# Builds tests/fixtures/workdir (binding.cpp + kernels/*_binding.cpp) with g++ into a session
+# directory: about a minute on 2 cores, cold.
+def test_workdir_candidate_builds_and_passes(tmp_path: Path, task: Path,
+                                             workdir_build: Path) -> None:
+    plan = write_workdir_plan(tmp_path, task, WORKDIR, workdir_build)
+    events, rc = run_all(plan, gate=b"continue\n", timeout=600)
+    assert rc == 0 and names(events) == ["device", "loaded", "verify", "verify", "verified",
+                                         "done"], events
+    assert events[1]["format"] == "workdir" and all(e["ok"] for e in events[2:4]), events
+    for t in json.loads(plan.read_text())["verify"]:
+        (out,) = load_tensors(t["outputs"], "outputs")
+        torch.testing.assert_close(out, expected_output(t), rtol=0, atol=1e-6)
+    assert (workdir_build / "cuda_extension.so").is_file()
+
+
+def test_workdir_falling_back_to_functional_is_refused(tmp_path: Path, task: Path,
+                                                       workdir_build: Path) -> None:
+    so = workdir_build / "cuda_extension.so"
+    if not so.is_file():  # run alone: build it first
+        run_all(write_workdir_plan(tmp_path, task, WORKDIR, workdir_build), timeout=600)
+    copy = tmp_path / "workdir"
+    copy.mkdir()
+    (copy / "model_new.py").write_text((WORKDIR / "model_new.py").read_text().replace(
+        "return cuda_extension.relu_scale_bias(x.contiguous(), scale, self.bias)",
+        "return torch.nn.functional.relu(x) * scale + self.bias"))
+    events, rc = run_all(write_workdir_plan(tmp_path, task, copy, workdir_build, extension=so))
+    assert rc == 0 and names(events) == ["device", "loaded", "verify", "verified", "done"], events
+    assert events[2]["code"] == "hack.torch_compute"
+    assert "torch.nn.functional.relu" in events[2]["message"]
