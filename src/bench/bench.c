@@ -95,16 +95,60 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The names in dir, except "." and "..", sorted; with skip_hidden also those starting with '.'.
+ * *names is owned by the caller (ca_free_names). */
+static int list_sorted(const char *dir, bool skip_hidden, char ***names, size_t *count,
+		       struct ca_diag *d)
+{
+	DIR *dh = opendir(dir);
+	struct dirent *e;
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+
+	*names = NULL;
+	*count = 0;
+	if (!dh)
+		return ca_fail(d, CA_ERR_IO, "cannot read %s: %s", dir, strerror(errno));
+	while (!rc && (e = readdir(dh)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    (skip_hidden && e->d_name[0] == '.'))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 32;
+			char **p = realloc(v, ncap * sizeof *p);
+			if (!p) {
+				rc = ca_fail(d, CA_ERR_NOMEM, "out of memory listing %s", dir);
+				break;
+			}
+			v = p;
+			cap = ncap;
+		}
+		if (!(v[n] = strdup(e->d_name)))
+			rc = ca_fail(d, CA_ERR_NOMEM, "out of memory listing %s", dir);
+		else
+			n++;
+	}
+	closedir(dh);
+	if (rc) {
+		ca_free_names(v, n);
+		return rc;
+	}
+	if (n > 1)
+		qsort(v, n, sizeof *v, cmp_names);
+	*names = v;
+	*count = n;
+	return 0;
+}
+
 /* Every directory holding a model.py, depth-first; a task directory is not searched further.
  * Hidden entries and symbolic links are skipped. */
 static int scan(struct run *r, const char *dir, const char *key, int depth, struct ca_diag *d)
 {
 	char path[PATH_MAX];
-	DIR *dh;
-	struct dirent *e;
 	char **names = NULL;
-	size_t n = 0, cap = 0;
-	int rc = 0;
+	size_t n = 0;
+	int rc;
 
 	if (ca_path_join(path, sizeof path, dir, "model.py"))
 		return ca_fail(d, CA_ERR_LIMIT, "path too long: %s", dir);
@@ -112,42 +156,16 @@ static int scan(struct run *r, const char *dir, const char *key, int depth, stru
 		return add_item(r, key[0] ? key : ".", dir, d);
 	if (depth >= BENCH_MAX_DEPTH)
 		return 0;
-	dh = opendir(dir);
-	if (!dh)
-		return ca_fail(d, CA_ERR_IO, "cannot read %s: %s", dir, strerror(errno));
-	while ((e = readdir(dh)) != NULL) {
-		struct stat st;
-		if (e->d_name[0] == '.')
-			continue;
-		if (ca_path_join(path, sizeof path, dir, e->d_name) || lstat(path, &st) != 0 ||
-		    !S_ISDIR(st.st_mode))
-			continue;
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 32;
-			char **p = realloc(names, ncap * sizeof *p);
-			if (!p) {
-				rc = ca_fail(d, CA_ERR_NOMEM, "out of memory listing %s", dir);
-				break;
-			}
-			names = p;
-			cap = ncap;
-		}
-		if (!(names[n] = strdup(e->d_name))) {
-			rc = ca_fail(d, CA_ERR_NOMEM, "out of memory listing %s", dir);
-			break;
-		}
-		n++;
-	}
-	closedir(dh);
-	if (!rc && n > 1)
-		qsort(names, n, sizeof *names, cmp_names);
+	if ((rc = list_sorted(dir, true, &names, &n, d)))
+		return rc;
 	for (size_t i = 0; i < n && !rc; i++) {
 		char sub[PATH_MAX], subkey[PATH_MAX];
+		struct stat st;
 		if (ca_path_join(sub, sizeof sub, dir, names[i]) ||
 		    (key[0] ? ca_path_join(subkey, sizeof subkey, key, names[i])
 			    : ca_strlcpy(subkey, names[i], sizeof subkey)))
 			rc = ca_fail(d, CA_ERR_LIMIT, "path too long under %s", dir);
-		else
+		else if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
 			rc = scan(r, sub, subkey, depth + 1, d);
 	}
 	ca_free_names(names, n);
@@ -161,34 +179,11 @@ static int hash_tree(struct ca_hasher *h, const char *dir, const char *rel, int 
 		     size_t *files, size_t *bytes, struct ca_diag *d)
 {
 	char **names = NULL;
-	size_t n = 0, cap = 0;
-	DIR *dh = opendir(dir);
-	struct dirent *e;
-	int rc = 0;
+	size_t n = 0;
+	int rc;
 
-	if (!dh)
-		return ca_fail(d, CA_ERR_IO, "cannot read %s: %s", dir, strerror(errno));
-	while ((e = readdir(dh)) != NULL && !rc) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 32;
-			char **p = realloc(names, ncap * sizeof *p);
-			if (!p) {
-				rc = ca_fail(d, CA_ERR_NOMEM, "out of memory");
-				break;
-			}
-			names = p;
-			cap = ncap;
-		}
-		if (!(names[n] = strdup(e->d_name)))
-			rc = ca_fail(d, CA_ERR_NOMEM, "out of memory");
-		else
-			n++;
-	}
-	closedir(dh);
-	if (!rc && n > 1)
-		qsort(names, n, sizeof *names, cmp_names);
+	if ((rc = list_sorted(dir, false, &names, &n, d)))
+		return rc;
 	for (size_t i = 0; i < n && !rc; i++) {
 		char path[PATH_MAX], sub[PATH_MAX];
 		struct stat st;

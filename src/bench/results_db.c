@@ -2,9 +2,10 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <sqlite3.h>
+
+#include "util/clock.h"
 
 static int db_fail(struct results_db *r, struct ca_diag *d, const char *what)
 {
@@ -118,11 +119,7 @@ int results_db_put(struct results_db *r, const struct results_key *key, const js
 		return ca_fail(d, CA_ERR_LIMIT, "the result of %s is larger than %u bytes",
 			       key->task_key, RESULTS_DB_MAX_ROW);
 	}
-	{
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		finished = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-	}
+	finished = ca_wall_now();
 	if (sqlite3_prepare_v2(r->db,
 			       "INSERT OR REPLACE INTO results (task_key, task_hash, candidate_fp, "
 			       "settings_fp, reason, finished_at, result) VALUES (?1,?2,?3,?4,?5,?6,?7)",

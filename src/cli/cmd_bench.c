@@ -1,5 +1,6 @@
 /* cuda-agent bench TASKS CANDIDATES: one candidate per task over a task tree (bench/bench.h). */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,50 +27,58 @@ static const char bench_usage[] =
 	"\n"
 	"evaluation (every task is evaluated as `cuda-agent eval` does)";
 
+/* If argv[*i] is `name VALUE` or `name=VALUE`, the value (advancing *i past it), else NULL;
+ * *missing is set (never cleared) when the name matches but no value follows. */
+static const char *option_value(int argc, char **argv, int *i, const char *name, bool *missing)
+{
+	size_t len = strlen(name);
+	const char *a = argv[*i];
+	if (strncmp(a, name, len) != 0)
+		return NULL;
+	if (a[len] == '=')
+		return a[len + 1] ? a + len + 1 : (*missing = true, NULL);
+	if (a[len] != '\0')
+		return NULL;
+	if (*i + 1 >= argc || !argv[*i + 1][0]) {
+		*missing = true;
+		return NULL;
+	}
+	return argv[++*i];
+}
+
 /* Takes the bench-only options out of argv (in place); the rest goes to the shared parser. */
 static int take_bench_options(int *argc, char **argv, struct bench_opts *b)
 {
 	int out = 1;
 	for (int i = 1; i < *argc; i++) {
-		const char *a = argv[i];
-		const char **target = NULL;
-		const char *name = NULL;
-		if (strcmp(a, "--") == 0) {
+		const char *v;
+		bool missing = false;
+		if (strcmp(argv[i], "--") == 0) {
 			while (i < *argc)
 				argv[out++] = argv[i++];
 			break;
 		}
-		if (strcmp(a, "--fresh") == 0) {
+		if (strcmp(argv[i], "--fresh") == 0) {
 			b->fresh = true;
-			continue;
-		}
-		if (strcmp(a, "--out") == 0 || strncmp(a, "--out=", 6) == 0) {
-			target = &b->out_dir;
-			name = "--out";
-		} else if (strcmp(a, "--title") == 0 || strncmp(a, "--title=", 8) == 0) {
-			target = &b->title;
-			name = "--title";
-		} else if (strcmp(a, "--jobs") == 0 || strncmp(a, "--jobs=", 7) == 0) {
-			const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : (i + 1 < *argc ? argv[++i] : NULL);
+		} else if ((v = option_value(*argc, argv, &i, "--out", &missing))) {
+			b->out_dir = v;
+		} else if ((v = option_value(*argc, argv, &i, "--title", &missing))) {
+			b->title = v;
+		} else if ((v = option_value(*argc, argv, &i, "--jobs", &missing))) {
 			char *end = NULL;
-			long n = v ? strtol(v, &end, 10) : 0;
-			if (!v || *end || n < 1 || n > BENCH_MAX_JOBS) {
-				fprintf(stderr, "cuda-agent: --jobs takes a number 1-%d\n", BENCH_MAX_JOBS);
+			long n = strtol(v, &end, 10);
+			if (*end || n < 1 || n > BENCH_MAX_JOBS) {
+				fprintf(stderr, "cuda-agent: --jobs takes a number 1-%d\n",
+					BENCH_MAX_JOBS);
 				return EXIT_USAGE;
 			}
 			b->jobs = (int)n;
-			continue;
+		} else if (missing) {
+			fprintf(stderr, "cuda-agent: %s needs a value\n", argv[i]);
+			return EXIT_USAGE;
+		} else {
+			argv[out++] = argv[i];
 		}
-		if (target) {
-			const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : (i + 1 < *argc ? argv[++i] : NULL);
-			if (!v || !v[0]) {
-				fprintf(stderr, "cuda-agent: %s needs a value\n", name);
-				return EXIT_USAGE;
-			}
-			*target = v;
-			continue;
-		}
-		argv[out++] = argv[i];
 	}
 	*argc = out;
 	argv[out] = NULL;

@@ -41,6 +41,8 @@ grep_out "bench --help names --out" "--out DIR"
 run "bench needs two directories" 2 "$cli" bench "$tasks"
 run "bench: missing task tree" 2 "$cli" bench --out "$out" "$tmp/nope" "$cands"
 run "bench: bad --jobs" 2 "$cli" bench --jobs 0 "$tasks" "$cands"
+run "bench: --out without a value" 2 "$cli" bench "$tasks" "$cands" --out
+grep -q -- "--out needs a value" "$tmp/err" && ok "bench: says --out needs a value" || bad "bench: says --out needs a value" "$(cat "$tmp/err")"
 run "bench: empty tree" 2 "$cli" bench --out "$out" "$cands/level1/1_axpb" "$cands"
 
 run "bench a small tree (no GPU: exit 0, some results env.no_gpu)" 0 \
