@@ -126,6 +126,7 @@ test-python:
 test-integration: all
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/run.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/bench.sh
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/torch_formats.sh
 
 # The HTML report drawn by headless Chromium: its DOM and a screenshot checked against a fixture's
 # hand-computed numbers (tests/report; needs chromium, which scripts/setup.sh installs; no GPU).
@@ -154,6 +155,7 @@ $(BUILD)/.gpu-ready:
 	@for f in $(GPU_BINS); do [ -e $$f ] || { echo "missing $$f: run make first"; exit 1; }; done
 test-gpu: | $(BUILD)/.gpu-ready
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/gpu/run.sh
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/gpu/torch_formats.sh
 
 # The fault suite (tests/faults): crashes, hangs, exhaustion and escapes, each followed by a good
 # evaluation on the same GPU; sandboxed by default (FAULT_EVAL_FLAGS).

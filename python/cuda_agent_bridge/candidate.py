@@ -5,10 +5,18 @@ Contract: reads the same plan as ``cuda-agent-worker`` plus a ``candidate`` obje
 ``kernelbench``: a ``.py`` file defining ``ModelNew``; format ``workdir``: the published
 CUDA-Agent layout whose ``cuda_extension`` module is built with torch's JIT builder or loaded
 prebuilt) and the task directory. Emits the worker's JSON-line events on the original stdout
-(``device``, ``loaded``, ``verify`` per trial, ``verified`` plus the stdin gate, ``timing`` /
-``profile`` as ``worker.unsupported``, ``error``, ``done``); fd 1 points at stderr and fd 0 at
+(``device``, ``loaded``, ``verify`` per trial, ``verified`` plus the stdin gate, ``timing`` (the
+shared protocol with checked and final calls, refusal on for every call), ``profile`` as
+``worker.unsupported``, ``error``, ``done``); fd 1 points at stderr and fd 0 at
 /dev/null while candidate code runs, so it can neither forge events nor read the gate.
 Exit 0 after ``done``, 1 after a fatal ``error``.
+
+``--record CANDIDATE.py SPECS.json`` is the first half of a kernelbench candidate's build (the
+supervisor runs it in the sandbox): the file is imported with ``load_inline`` recording its
+arguments instead of compiling, and the specs go to SPECS.json for ``torch_build``; events
+``done`` or ``error`` as above. In the GPU run, ``candidate.inline_modules`` maps each spec's key
+to the module built from it, and ``load_inline`` is answered from there: no compiler runs in the
+sandbox.
 
 Per trial: the params file's values are loaded into ModelNew (names from the reference Model's
 state_dict), the inputs file is loaded onto the device, forward() runs under
@@ -37,6 +45,7 @@ MAX_TRIALS = 64
 GATE_LINE_MAX = 64
 MESSAGE_MAX = 4096
 FORMATS = ("kernelbench", "workdir")
+MAX_MODULES = 64
 _counter = itertools.count()
 
 
@@ -83,6 +92,22 @@ class Trial:
 
 
 @dataclass
+class Checked:
+    inputs: str
+    outputs: str
+
+
+@dataclass
+class TimingPlan:
+    params: str
+    rotation: list[str]
+    checks: list[Checked]
+    final: Checked
+    seed: int
+    protocol: dict[str, Any]
+
+
+@dataclass
 class Candidate:
     format: str
     path: str  # the .py file (kernelbench) or the directory (workdir)
@@ -91,6 +116,9 @@ class Candidate:
     extension: str | None = None  # workdir: a prebuilt cuda_extension shared object
     init_seed: int = 0
     torch_device: str = "cuda"
+    # kernelbench: spec key (torch_build.spec_key) -> prebuilt module; load_inline is served
+    # from here instead of compiling (None: load_inline compiles, as outside the sandbox)
+    inline_modules: dict[str, str] | None = None
 
 
 @dataclass
@@ -99,7 +127,7 @@ class Plan:
     device: int
     spec: dict[str, Any]
     verify: list[Trial]
-    has_timing: bool
+    timing: TimingPlan | None
     has_profile: bool
     gate_after_verify: bool
 
@@ -177,10 +205,46 @@ def _parse_candidate(obj: object) -> Candidate:
     torch_device = obj.get("torch_device", "cuda")
     if torch_device not in ("cuda", "cpu"):
         raise Fatal("worker.bad_plan", "plan: candidate.torch_device must be 'cuda' or 'cpu'")
+    modules = obj.get("inline_modules")
+    if modules is not None and (not isinstance(modules, dict) or len(modules) > MAX_MODULES or
+                                not all(isinstance(k, str) and isinstance(v, str) and v
+                                        for k, v in modules.items())):
+        raise Fatal("worker.bad_plan", "plan: candidate.inline_modules must map spec keys to "
+                    f"library paths (at most {MAX_MODULES})")
     assert path is not None and task_dir is not None
     return Candidate(str(fmt), path, task_dir, _path(obj, "build_dir", "candidate", False),
                      _path(obj, "extension", "candidate", False) if fmt == "workdir" else None,
-                     seed, torch_device)
+                     seed, torch_device, modules)
+
+
+def _parse_timing(obj: object) -> TimingPlan | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, dict):
+        raise Fatal("worker.bad_plan", "plan: 'timing' must be an object")
+    rotation = obj.get("rotation")
+    if (not isinstance(rotation, list) or not 1 <= len(rotation) <= MAX_TRIALS or
+            not all(isinstance(f, str) and f for f in rotation)):
+        raise Fatal("worker.bad_plan", "plan: timing.rotation must list 1 to "
+                    f"{MAX_TRIALS} input files")
+    raw_checks = obj.get("checks", [])
+    if not isinstance(raw_checks, list) or len(raw_checks) > MAX_TRIALS:
+        raise Fatal("worker.bad_plan", f"plan: timing.checks must be a list of at most {MAX_TRIALS}")
+
+    def checked(c: object, where: str) -> Checked:
+        if not isinstance(c, dict):
+            raise Fatal("worker.bad_plan", f"plan: {where} must be an object")
+        return Checked(str(_path(c, "inputs", where)), str(_path(c, "outputs", where)))
+
+    seed = obj.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise Fatal("worker.bad_plan", "plan: timing.seed must be an integer in [0, 2^64)")
+    protocol = obj.get("protocol", {})
+    if not isinstance(protocol, dict):
+        raise Fatal("worker.bad_plan", "plan: timing.protocol must be an object")
+    return TimingPlan(str(_path(obj, "params", "timing")), [str(f) for f in rotation],
+                      [checked(c, f"timing.checks[{i}]") for i, c in enumerate(raw_checks)],
+                      checked(obj.get("final"), "timing.final"), seed, protocol)
 
 
 def parse_plan(root: object) -> Plan:
@@ -208,7 +272,7 @@ def parse_plan(root: object) -> Plan:
     gate = root.get("gate_after_verify", False)
     if gate is not None and not isinstance(gate, (bool, int)):
         raise Fatal("worker.bad_plan", "plan: 'gate_after_verify' must be a boolean")
-    return Plan(cand, device, spec, trials, root.get("timing") is not None,
+    return Plan(cand, device, spec, trials, _parse_timing(root.get("timing")),
                 root.get("profile") is not None, bool(gate))
 
 
@@ -295,23 +359,27 @@ def _workdir_sources(directory: str) -> list[str]:
     return [binding, *sorted(found)]
 
 
+def _load_extension(name: str, path: str) -> types.ModuleType:
+    """Imports the extension module `name` from a built shared object (its PyInit_<name>)."""
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    if spec is None:
+        raise Fatal("candidate.load_failed", f"cannot load {path}")
+    try:
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except (Exception, SystemExit) as exc:
+        raise Fatal("candidate.load_failed",
+                    f"loading {os.path.basename(path)} raised {_exc_line(exc, '')}") from exc
+    return module
+
+
 def load_cuda_extension(cand: Candidate) -> types.ModuleType:
-    """The workdir's ``cuda_extension`` module: the prebuilt file, or built with torch's JIT
-    builder into ``build_dir`` (ninja rebuilds only the translation units that changed)."""
+    """The workdir's ``cuda_extension`` module: the prebuilt file (the supervisor builds it with
+    torch_build), or built here with torch's JIT builder into ``build_dir``."""
     directory = cand.path
     if cand.extension is not None:
-        loader = importlib.machinery.ExtensionFileLoader("cuda_extension", cand.extension)
-        spec = importlib.util.spec_from_file_location("cuda_extension", cand.extension,
-                                                      loader=loader)
-        if spec is None:
-            raise Fatal("candidate.load_failed", f"cannot load {cand.extension}")
-        try:
-            module = importlib.util.module_from_spec(spec)
-            loader.exec_module(module)
-        except (Exception, SystemExit) as exc:
-            raise Fatal("candidate.load_failed",
-                        f"loading {cand.extension} raised {_exc_line(exc, '')}") from exc
-        return module
+        return _load_extension("cuda_extension", cand.extension)
     sources = _workdir_sources(directory)
     missing = [s for s in (sources[0], os.path.join(directory, "binding_registry.h"))
                if not os.path.isfile(s)]
@@ -336,12 +404,107 @@ def load_cuda_extension(cand: Candidate) -> types.ModuleType:
     return module
 
 
+# load_inline's arguments that decide what is built (torch_build.inline_spec takes these).
+INLINE_KEYS = ("name", "cpp_sources", "cuda_sources", "functions", "extra_cflags",
+               "extra_cuda_cflags", "extra_ldflags", "extra_include_paths", "with_cuda",
+               "with_pytorch_error_handling", "no_implicit_headers")
+
+
+def inline_arguments(real: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """load_inline's call bound to its signature, defaults applied, INLINE_KEYS only."""
+    import inspect
+
+    bound = inspect.signature(real).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return {k: v for k, v in bound.arguments.items() if k in INLINE_KEYS}
+
+
+class _Unbuilt(types.ModuleType):
+    """What load_inline returns while its calls are being recorded: nothing can be called yet."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+
+        def unbuilt(*_args: Any, **_kwargs: Any) -> Any:
+            raise RuntimeError(f"{self.__name__}.{attr}() called while the module is imported "
+                               "for the build step; call extension functions from forward()")
+
+        return unbuilt
+
+
+def _not_supported(*_args: Any, **_kwargs: Any) -> Any:
+    raise RuntimeError("torch.utils.cpp_extension.load() (source files) is not supported in "
+                       "kernelbench candidates: pass the sources to load_inline()")
+
+
+def patch_builders(load_inline: Any) -> Any:
+    """Replaces torch.utils.cpp_extension.load_inline (and load, refused) for candidate code;
+    returns the real load_inline."""
+    from torch.utils import cpp_extension
+
+    real = cpp_extension.load_inline
+    cpp_extension.load_inline = load_inline
+    cpp_extension.load = _not_supported
+    return real
+
+
+def serve_inline(modules: dict[str, str]) -> None:
+    """load_inline answered from the build step's modules (spec key -> shared object): what the
+    sandbox runs, where no compiler may be started."""
+    from .torch_build import inline_spec, spec_key
+
+    real: Any = None
+
+    def load_inline(*args: Any, **kwargs: Any) -> types.ModuleType:
+        spec = inline_spec(**inline_arguments(real, args, kwargs))
+        path = modules.get(spec_key(spec))
+        if path is None:
+            raise RuntimeError(f"load_inline(name={spec['name']!r}) was called with sources or "
+                               "flags the build step did not see (load_inline must be called "
+                               "the same way every time the file is imported)")
+        if spec["name"] in sys.modules:
+            return sys.modules[spec["name"]]
+        module = _load_extension(spec["name"], path)
+        sys.modules[spec["name"]] = module
+        return module
+
+    real = patch_builders(load_inline)
+
+
+def record_inline(path: str, out_path: str) -> int:
+    """The build step's first half: imports the kernelbench file with load_inline recording its
+    calls (nothing is compiled; the returned modules cannot be called), checks that ModelNew is
+    defined, and writes ``{"specs": [...]}`` to out_path for torch_build."""
+    from .torch_build import inline_spec
+
+    specs: list[dict[str, Any]] = []
+    real: Any = None
+
+    def load_inline(*args: Any, **kwargs: Any) -> types.ModuleType:
+        spec = inline_spec(**inline_arguments(real, args, kwargs))
+        if len(specs) >= MAX_MODULES:
+            raise RuntimeError(f"more than {MAX_MODULES} load_inline calls")
+        specs.append(spec)
+        return _Unbuilt(spec["name"])
+
+    real = patch_builders(load_inline)
+    cand = Candidate("kernelbench", path, "")
+    load_model_class(cand)
+    data = json.dumps({"specs": specs})
+    with open(out_path, "w", encoding="utf-8") as f:
+        f.write(data)
+    return 0
+
+
 def load_model_class(cand: Candidate) -> type:
     """ModelNew from the candidate (kernelbench file, or the workdir's model_new.py)."""
     from torch import nn
 
     if cand.build_dir is not None and cand.format == "kernelbench":
         os.environ["TORCH_EXTENSIONS_DIR"] = cand.build_dir  # load_inline's build cache
+    if cand.inline_modules is not None:
+        serve_inline(cand.inline_modules)
     name = f"cuda_agent_candidate_{next(_counter)}"
     if cand.format == "kernelbench":
         path, what = cand.path, os.path.basename(cand.path)
@@ -447,13 +610,36 @@ def _load(path: str, prefix: str) -> list[Any]:
         raise Fatal("worker.bad_input", f"cannot read {prefix} from {path}: {exc}") from exc
 
 
+def _device_args(r: Runner, files: list[Any]) -> list[object]:
+    """The call's arguments: tensors on the device, 0-d CPU scalars (per the spec) as numbers."""
+    args: list[object] = []
+    for i, f in enumerate(files):
+        scalar = i < len(r.scalar_args) and r.scalar_args[i] and f.dim() == 0
+        args.append(f.item() if scalar else f.to(r.device))
+    return args
+
+
+def _call_failure(exc: BaseException, guard: Any, r: Runner, what: str) -> CallFailure:
+    from .errors import exception_text
+    from .refusal import refused_in
+
+    op = guard.refused or refused_in(exc)
+    if op:
+        return CallFailure("hack.torch_compute", f"ModelNew.forward() called {op} ({what}); "
+                           "torch compute is refused while the candidate runs")
+    fault = cuda_fault(str(exc)) if r.device.type == "cuda" else None
+    return CallFailure(fault or "abi.forward_failed",
+                       f"ModelNew.forward() raised {exception_text(exc)} ({what})",
+                       fatal=fault is not None)
+
+
 def run_trial(r: Runner, t: Trial, what: str) -> None:
     """One verification call; raises CallFailure for a per-call failure, Fatal otherwise."""
     import torch
 
     from .errors import BridgeError, exception_text
     from .files import save_tensors
-    from .refusal import Refusal, refused_in
+    from .refusal import Refusal
     from .tasks import flatten_outputs
 
     params = _load(t.params, "params")
@@ -467,10 +653,7 @@ def run_trial(r: Runner, t: Trial, what: str) -> None:
     except Exception as exc:
         raise Fatal("worker.bad_input", f"loading {t.params} into ModelNew raised "
                     f"{exception_text(exc)}") from exc
-    args: list[object] = []
-    for i, f in enumerate(files):
-        scalar = i < len(r.scalar_args) and r.scalar_args[i] and f.dim() == 0
-        args.append(f.item() if scalar else f.to(r.device))
+    args = _device_args(r, files)
     tensors = [(i, a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
     before = [_bits(a) for _, a in tensors]
     state = r.model.state_dict()
@@ -484,15 +667,7 @@ def run_trial(r: Runner, t: Trial, what: str) -> None:
             if r.device.type == "cuda":
                 torch.cuda.synchronize(r.device)
         except (Exception, SystemExit) as exc:
-            op = guard.refused or refused_in(exc)
-            if op:
-                raise CallFailure("hack.torch_compute",
-                                  f"ModelNew.forward() called {op} ({what}); torch compute "
-                                  "is refused while the candidate runs") from exc
-            fault = cuda_fault(str(exc)) if r.device.type == "cuda" else None
-            raise CallFailure(fault or "abi.forward_failed",
-                              f"ModelNew.forward() raised {exception_text(exc)} ({what})",
-                              fatal=fault is not None) from exc
+            raise _call_failure(exc, guard, r, what) from exc
     if guard.refused:
         raise CallFailure("hack.torch_compute",
                           f"ModelNew.forward() called {guard.refused} ({what}) and caught the "
@@ -517,6 +692,190 @@ def run_trial(r: Runner, t: Trial, what: str) -> None:
         save_tensors(t.outputs, "outputs", outputs, {"kind": "candidate"})
     except OSError as exc:
         raise Fatal("worker.bad_input", f"cannot write {t.outputs}: {exc}") from exc
+
+
+# ---- timing -------------------------------------------------------------------------------------
+
+def _poison(outputs: list[Any], inputs: list[Any]) -> None:
+    """Fills returned outputs with 0xFF bytes (NaN for floats) once they are used, so that a
+    later call served the same memory by the caching allocator finds garbage, not the last
+    answer. Outputs that share storage with an input are left alone."""
+    import torch
+
+    held = {a.untyped_storage().data_ptr() for a in inputs if isinstance(a, torch.Tensor)}
+    for o in outputs:
+        if o.is_contiguous() and o.untyped_storage().data_ptr() not in held:
+            o.detach().view(-1).view(torch.uint8).fill_(255)
+
+
+def _place(slot: list[object], fresh: list[object]) -> None:
+    """Copies a fresh set's values into a rotation slot's buffers (tensors) or takes its
+    scalars: a checked call looks like any other call to the candidate."""
+    import torch
+
+    for i, v in enumerate(fresh):
+        cur = slot[i]
+        if isinstance(cur, torch.Tensor) and isinstance(v, torch.Tensor):
+            cur.copy_(v)
+        else:
+            slot[i] = v
+
+
+def time_candidate(r: Runner, t: TimingPlan) -> dict[str, Any]:
+    """The shared timing protocol over the rotation sets, with checked calls at seed-chosen
+    indices among the first min_samples and a final checked call (docs/protocol.md): the same
+    events as the native worker's ``timing``. Raises CallFailure/Fatal like run_trial."""
+    import random
+    import statistics
+
+    import torch
+
+    from .files import save_tensors
+    from .refusal import Refusal
+    from .tasks import flatten_outputs
+    from .timing import Clock, Protocol, _Stats, median_rse
+
+    t_start = time.monotonic()
+    try:
+        proto = Protocol.from_json(t.protocol)
+    except ValueError as exc:
+        raise Fatal("worker.bad_plan", f"plan: timing.protocol: {exc}") from exc
+    if len(t.checks) > proto.min_samples:
+        raise Fatal("worker.bad_plan", "plan: more checked calls than min_samples")
+    params = _load(t.params, "params")
+    try:
+        r.model.load_state_dict(dict(zip(r.names, params, strict=True)), strict=True)
+    except Exception as exc:
+        raise Fatal("worker.bad_input", f"loading {t.params} into ModelNew failed: {exc}") from exc
+    slots = [_device_args(r, _load(f, "args")) for f in t.rotation]
+    checks = [_device_args(r, _load(c.inputs, "args")) for c in t.checks]
+    final = _device_args(r, _load(t.final.inputs, "args"))
+    rng = random.Random(t.seed)
+    check_at = sorted(rng.sample(range(proto.min_samples), len(checks)))
+    clock = Clock(r.device)
+    flush_bytes = clock.flush_bytes(proto.l2_flush_factor)
+    floats = [[a for a in s if isinstance(a, torch.Tensor) and a.is_floating_point()]
+              for s in slots]
+    overhead, event_overhead = clock.calibrate()
+    guard = Refusal()
+    guard.active = False
+    last: list[Any] = []
+    turn = 0
+
+    def prepare(slot: int, fresh: list[object] | None) -> None:
+        _poison(last, slots[slot])
+        last.clear()
+        if fresh is not None:
+            _place(slots[slot], fresh)
+        elif proto.perturb_scale > 0:
+            u = 0.0
+            while u == 0.0:
+                u = rng.uniform(-1.0, 1.0)
+            for x in floats[slot]:
+                x.mul_(1.0 + proto.perturb_scale * u)
+        clock.flush(flush_bytes)
+        clock.sync()
+
+    def timed(slot: int, what: str) -> tuple[float, float]:
+        box: list[object] = []
+
+        def call() -> None:
+            guard.active = True
+            try:
+                box.append(r.model(*slots[slot]))
+            finally:
+                guard.active = False
+
+        try:
+            ev_raw, host_raw = clock.measure(call)
+        except (Exception, SystemExit) as exc:
+            guard.active = False
+            raise _call_failure(exc, guard, r, what) from exc
+        if guard.refused:
+            raise CallFailure("hack.torch_compute",
+                              f"ModelNew.forward() called {guard.refused} ({what}) and caught "
+                              "the refusal; torch compute is refused while the candidate runs")
+        try:
+            last.extend(flatten_outputs(box[0]))
+        except Exception as exc:
+            raise CallFailure("abi.forward_failed",
+                              f"ModelNew.forward() returned no tensors ({what}): {exc}") from exc
+        ev = 0.0 if ev_raw is None else max(0.0, ev_raw - event_overhead)
+        return ev, max(0.0, host_raw - overhead)
+
+    def save(path: str) -> None:
+        try:
+            save_tensors(path, "outputs", last, {"kind": "candidate"})
+        except OSError as exc:
+            raise Fatal("worker.bad_input", f"cannot write {path}: {exc}") from exc
+
+    samples: list[float] = []
+    events: list[float] = []
+    hosts: list[float] = []
+    stats = _Stats()
+    warmup_calls = 0
+    stop_reason = "converged"
+    with torch.no_grad(), guard:
+        w0 = time.perf_counter()
+        while warmup_calls < proto.warmup_min_calls or \
+                (time.perf_counter() - w0) * 1e3 < proto.warmup_min_ms:
+            slot = turn % len(slots)
+            turn += 1
+            prepare(slot, None)
+            timed(slot, f"warm-up call {warmup_calls + 1}")
+            warmup_calls += 1
+        warmup_ms = (time.perf_counter() - w0) * 1e3
+        loop0 = time.perf_counter()
+        done = 0
+        while True:
+            i = len(samples)
+            slot = turn % len(slots)
+            turn += 1
+            is_check = done < len(checks) and check_at[done] == i
+            what = f"timed call {i + 1}" + (f", checked call {done + 1}" if is_check else "")
+            prepare(slot, checks[done] if is_check else None)
+            ev, host = timed(slot, what)
+            sample = max(ev, host)
+            samples.append(sample)
+            hosts.append(host)
+            events.append(ev)
+            stats.add(sample)
+            if is_check:
+                save(t.checks[done].outputs)
+                done += 1
+            n = len(samples)
+            pending = done < len(checks)
+            if n >= proto.min_samples and not pending and stats.rse() < proto.target_rse:
+                break
+            if not pending and n >= proto.max_samples:
+                stop_reason = "max_samples"
+                break
+            if not pending and n >= proto.min_samples and \
+                    time.perf_counter() - loop0 >= proto.budget_s:
+                stop_reason = "budget"
+                break
+        loop_s = time.perf_counter() - loop0
+        prepare(0, final)
+        ev, host = timed(0, "final call")
+        final_ms = max(ev, host)
+        save(t.final.outputs)
+        _poison(last, slots[0])
+    rse = median_rse(samples)
+    return {
+        "ok": True, "method": "cuda_event+host" if clock.is_cuda else "host",
+        "median_ms": statistics.median(samples),
+        "event_median_ms": statistics.median(events) if clock.is_cuda else None,
+        "host_median_ms": statistics.median(hosts), "overhead_ms": overhead,
+        "event_overhead_ms": event_overhead if clock.is_cuda else None,
+        "rse": rse if rse != float("inf") else None, "samples": len(samples),
+        "samples_ms": samples, "warmup_calls": warmup_calls, "warmup_ms": warmup_ms,
+        "budget_exhausted": stop_reason != "converged", "stop_reason": stop_reason,
+        "l2_flush_bytes": flush_bytes, "checks": len(checks), "checks_done": done,
+        "final_done": True, "final_ms": final_ms, "loop_seconds": loop_s,
+        "sm_clock_mhz_before": None, "sm_clock_mhz_after": None,
+        "refusal": "on for every call (verification, warm-up, timed, checked)",
+        "seconds": time.monotonic() - t_start,
+    }
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -558,12 +917,17 @@ def run(plan_path: str, gate: BinaryIO, ev: Events) -> int:
         go = read_gate(gate)
     else:
         go = not failed
-    if go and plan.has_timing:
-        ev.emit("timing", {"ok": False, "code": "worker.unsupported", "samples": 0,
-                           "warmup_calls": 0, "checks_done": 0, "seconds": 0.0,
-                           "message": "timing of PyTorch-format candidates is not implemented "
-                                      "yet; nothing was measured"})
-    if go and not failed and not plan.has_timing and plan.has_profile:
+    if go and plan.timing is not None:
+        t0 = time.monotonic()
+        try:
+            ev.emit("timing", time_candidate(runner, plan.timing))
+        except CallFailure as exc:
+            ev.emit("timing", {"ok": False, "code": exc.code, "message": _cap(exc.message),
+                               "samples": 0, "warmup_calls": 0, "checks_done": 0,
+                               "seconds": time.monotonic() - t0})
+            if exc.fatal:
+                raise Fatal(exc.code, exc.message) from exc
+    if go and not failed and plan.timing is None and plan.has_profile:
         ev.emit("profile", {"ok": False, "code": "worker.unsupported", "kernels": [],
                             "total_ns": 0, "seconds": 0.0,
                             "message": "profiling PyTorch-format candidates is not implemented "
@@ -577,13 +941,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.dont_write_bytecode = True  # candidate code is imported from read-only places
     gate, events = _take_stdio()
     ev = Events(events)
-    if len(args) != 1 or args[0] in ("-h", "--help"):
-        print("usage: python -m cuda_agent_bridge.candidate PLAN.json", file=sys.stderr)
+    usage = ("usage: python -m cuda_agent_bridge.candidate PLAN.json\n"
+             "       python -m cuda_agent_bridge.candidate --record CANDIDATE.py SPECS.json")
+    record = len(args) == 3 and args[0] == "--record"
+    if not record and (len(args) != 1 or args[0] in ("-h", "--help")):
+        print(usage, file=sys.stderr)
         if len(args) == 1:
             return 0
-        ev.error("worker.bad_plan", "usage: python -m cuda_agent_bridge.candidate PLAN.json")
+        ev.error("worker.bad_plan", usage.replace("\n", " "))
         return 1
     try:
+        if record:
+            record_inline(args[1], args[2])
+            ev.emit("done", {})
+            return 0
         return run(args[0], gate, ev)
     except Fatal as exc:
         ev.error(exc.code, exc.message)

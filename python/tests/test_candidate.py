@@ -1,6 +1,7 @@
 """python -m cuda_agent_bridge.candidate: PyTorch-format candidates with the worker's plan and
 events, on the CPU (torch_device "cpu"): verification trials, refusal of torch compute, the input
-and parameter checks, the params-name check, the gate, and timing reported as unsupported."""
+and parameter checks, the params-name check, the gate, timing with checked and final calls, and
+the build step's recording of load_inline calls."""
 
 from __future__ import annotations
 
@@ -211,12 +212,18 @@ def write_plan(root: Path, task: Path, source: str, ext_dir: Path, trials: int =
         "device": 0, "spec": SPEC, "verify": make_trials(root, trials),
         "gate_after_verify": gate,
     }
-    if timing:  # the C worker's timing object; only its presence matters here
-        plan["timing"] = {"params": plan["verify"][0]["params"],
-                          "rotation": [plan["verify"][0]["inputs"]], "seed": 7,
-                          "checks": [], "final": {"inputs": plan["verify"][0]["inputs"],
-                                                  "outputs": str(root / "f.safetensors")},
-                          "protocol": {"checks": 0}}
+    if timing:  # the C worker's timing object: 2 rotation sets, 2 checked calls, a final call
+        (root / "t").mkdir()
+        sets = make_trials(root / "t", 5)
+        plan["timing"] = {"params": sets[0]["params"],
+                          "rotation": [sets[0]["inputs"], sets[1]["inputs"]], "seed": 7,
+                          "checks": [{"inputs": sets[k]["inputs"],
+                                      "outputs": str(root / f"c{k}.safetensors")}
+                                     for k in (2, 3)],
+                          "final": {"inputs": sets[4]["inputs"],
+                                    "outputs": str(root / "f.safetensors")},
+                          "protocol": {"checks": 2, "min_samples": 5, "budget_s": 0.5,
+                                       "warmup_min_ms": 5.0, "target_rse": 0.0}}
     path = root / "plan.json"
     path.write_text(json.dumps(plan))
     return path
@@ -295,7 +302,7 @@ def expected_output(trial: dict[str, Any]) -> torch.Tensor:
 
 
 # Compiles a C++ extension with g++ (about a minute on 2 cores, cold; cached for the session).
-def test_correct_candidate_passes_gate_and_times_as_unsupported(
+def test_correct_candidate_passes_gate_and_is_timed_with_checked_calls(
         tmp_path: Path, task: Path, ext_dir: Path) -> None:
     plan = write_plan(tmp_path, task, GOOD, ext_dir, trials=3, timing=True)
     run = Run(plan)
@@ -312,12 +319,54 @@ def test_correct_candidate_passes_gate_and_times_as_unsupported(
     run.gate(b"continue\n")
     tail, rc = run.finish()
     assert rc == 0 and names(tail) == ["timing", "done"], tail
-    assert tail[0]["ok"] is False and tail[0]["code"] == "worker.unsupported"
-    assert "not implemented" in tail[0]["message"]
-    trials = json.loads(plan.read_text())["verify"]
-    for t in trials:
+    timing = tail[0]
+    assert timing["ok"] is True and timing["method"] == "host", timing
+    # target_rse 0 never converges: the loop runs to its budget, past min_samples
+    assert timing["samples"] >= 5 and timing["stop_reason"] in ("budget", "max_samples"), timing
+    assert len(timing["samples_ms"]) == timing["samples"] and timing["median_ms"] > 0
+    assert timing["checks"] == 2 and timing["checks_done"] == 2 and timing["final_done"]
+    assert timing["warmup_calls"] >= 3 and timing["l2_flush_bytes"] > 0
+    plan_obj = json.loads(plan.read_text())
+    for t in plan_obj["verify"]:
         (out,) = load_tensors(t["outputs"], "outputs")
         torch.testing.assert_close(out, expected_output(t), rtol=0, atol=1e-6)
+    # Checked and final outputs answer their own inputs (placed into used rotation buffers,
+    # which the perturbation had changed), with the timing params.
+    tp = plan_obj["timing"]
+    for c in [*tp["checks"], tp["final"]]:
+        (out,) = load_tensors(c["outputs"], "outputs")
+        want = expected_output({"params": tp["params"], "inputs": c["inputs"]})
+        torch.testing.assert_close(out, want, rtol=0, atol=1e-6)
+
+
+LATE_CHEAT = EXTENSION + '''
+import torch
+from torch import nn
+
+CALLS = [0]
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.bias = nn.Parameter(torch.empty(n))
+
+    def forward(self, x, scale):
+        CALLS[0] += 1
+        if CALLS[0] > 2:  # honest while verified, torch compute once timed
+            return torch.relu(x) * scale + self.bias
+        return ext.relu_scale_bias(x.contiguous(), scale, self.bias)
+'''
+
+
+def test_torch_compute_during_timing_is_refused(tmp_path: Path, task: Path,
+                                                 ext_dir: Path) -> None:
+    plan = write_plan(tmp_path, task, LATE_CHEAT, ext_dir, trials=2, timing=True)
+    events, rc = run_all(plan, gate=b"continue\n", timeout=600)
+    assert rc == 0 and names(events)[-2:] == ["timing", "done"], events
+    assert all(e["ok"] for e in events if e["event"] == "verify"), events
+    timing = events[-2]
+    assert timing["ok"] is False and timing["code"] == "hack.torch_compute", timing
+    assert "warm-up call 1" in timing["message"], timing
 
 
 # Shares the extension built by the test above (or builds it).
@@ -465,3 +514,72 @@ def test_workdir_falling_back_to_functional_is_refused(tmp_path: Path, task: Pat
     assert rc == 0 and names(events) == ["device", "loaded", "verify", "verified", "done"], events
     assert events[2]["code"] == "hack.torch_compute"
     assert "torch.nn.functional.relu" in events[2]["message"]
+
+
+# ---- the build step's recording, and load_inline served from built modules ----------------------
+
+def record(tmp_path: Path, source: str) -> tuple[dict[str, Any], int, list[dict[str, Any]]]:
+    cand = tmp_path / "record_me.py"
+    cand.write_text(textwrap.dedent(source))
+    out = tmp_path / "specs.json"
+    env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR), PYTHONUNBUFFERED="1")
+    proc = subprocess.run([sys.executable, "-m", "cuda_agent_bridge.candidate", "--record",
+                           str(cand), str(out)], capture_output=True, env=env, timeout=300)
+    events = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    specs = json.loads(out.read_text()) if out.exists() else {}
+    return specs, proc.returncode, events
+
+
+def test_record_writes_the_load_inline_specs_without_compiling(tmp_path: Path) -> None:
+    from cuda_agent_bridge.torch_build import inline_spec, spec_key
+
+    specs, rc, events = record(tmp_path, GOOD)
+    assert rc == 0 and events == [{"event": "done"}], events
+    assert len(specs["specs"]) == 1
+    spec = specs["specs"][0]
+    assert spec["name"] == "ca_test_relu_scale_bias"
+    assert spec["functions"] == {"relu_scale_bias": "relu_scale_bias",
+                                 "relu_scale_bias_aten": "relu_scale_bias_aten"}
+    assert "relu_scale_bias" in spec["cpp_sources"][-1] or any(
+        "relu_scale_bias" in s for s in spec["cpp_sources"])
+    # The key the runner computes from the same arguments is the recorded spec's key.
+    assert spec_key(spec) == spec_key(inline_spec(**spec))
+    assert not any(tmp_path.glob("**/*.so")), "recording must not compile anything"
+
+
+def test_record_reports_calls_at_import_and_missing_model_new(tmp_path: Path) -> None:
+    calls_ext = EXTENSION + "\next.relu_scale_bias(None, 1.0, None)\n"
+    _, rc, events = record(tmp_path, calls_ext)
+    assert rc == 1 and events[-1]["event"] == "error", events
+    assert events[-1]["code"] == "candidate.load_failed"
+    assert "call extension functions from forward()" in events[-1]["message"]
+    _, rc, events = record(tmp_path, "import torch\n")
+    assert rc == 1 and events[-1]["code"] == "candidate.load_failed"
+    assert "ModelNew" in events[-1]["message"]
+
+
+def test_load_inline_is_served_from_built_modules(tmp_path: Path, task: Path) -> None:
+    from cuda_agent_bridge.torch_build import build_inline, spec_key
+
+    specs, rc, _ = record(tmp_path, GOOD)
+    assert rc == 0
+    report = build_inline(specs["specs"], str(tmp_path / "cache"), "sm_90")
+    assert report["status"] == "ok", report
+    lib = report["modules"][0]["library"]
+    key = spec_key(specs["specs"][0])
+    plan = write_plan(tmp_path, task, GOOD, tmp_path / "unused_ext_dir", trials=2)
+    obj = json.loads(plan.read_text())
+    del obj["candidate"]["build_dir"]
+    obj["candidate"]["inline_modules"] = {key: lib}
+    plan.write_text(json.dumps(obj))
+    events, rc = run_all(plan, timeout=300)
+    assert rc == 0 and names(events) == ["device", "loaded", "verify", "verify", "verified",
+                                         "done"], events
+    assert all(e["ok"] for e in events[2:4]), events
+    assert not (tmp_path / "unused_ext_dir").exists(), "nothing may be compiled when served"
+    # Sources that differ from what was built are refused, not compiled.
+    obj["candidate"]["inline_modules"] = {"0" * 64: lib}
+    plan.write_text(json.dumps(obj))
+    events, rc = run_all(plan, timeout=300)
+    assert rc == 1 and events[-1]["code"] == "candidate.load_failed", events
+    assert "the build step did not see" in events[-1]["message"]

@@ -217,22 +217,49 @@ static int hash_tree(struct ca_hasher *h, const char *dir, const char *rel, int 
 	return rc;
 }
 
-static int candidate_fingerprint(struct item *it, struct ca_diag *d)
+/* The candidate is what its format builds from (torch_candidate.h): a native candidate's
+ * kernels/ tree, a workdir's whole tree, a KernelBench file's bytes. For a task key K the
+ * candidate is candidates_dir/K, or candidates_dir/K.py (a KernelBench file). */
+static int candidate_fingerprint(const struct run *r, struct item *it, struct ca_diag *d)
 {
-	char kernels[PATH_MAX];
+	char path[PATH_MAX], resolved[PATH_MAX], py[PATH_MAX];
+	enum candidate_format fmt = r->o->eval.format;
+	struct ca_diag dd = {{0}};
 	struct ca_hasher h;
 	size_t files = 0, bytes = 0;
 	int rc;
 
-	it->has_candidate = ca_path_join(kernels, sizeof kernels, it->cand_dir, "kernels") == 0 &&
-			    ca_is_dir(kernels);
+	if (!ca_is_dir(it->cand_dir) && snprintf(py, sizeof py, "%s.py", it->cand_dir) <
+						    (int)sizeof py && ca_is_file(py)) {
+		char *dup = strdup(py);
+		if (!dup)
+			return ca_fail(d, CA_ERR_NOMEM, "out of memory");
+		free(it->cand_dir);
+		it->cand_dir = dup;
+	}
+	it->has_candidate = candidate_format_detect(it->cand_dir, &fmt, resolved, sizeof resolved,
+						    &dd) == 0;
 	if (!it->has_candidate) {
 		ca_strlcpy(it->cand_fp, "missing", sizeof it->cand_fp);
 		return 0;
 	}
 	if (ca_hasher_init(&h))
 		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
-	rc = hash_tree(&h, kernels, "", 0, &files, &bytes, d);
+	ca_hasher_update_str(&h, candidate_format_name(fmt));
+	if (fmt == CANDIDATE_KERNELBENCH) {
+		char *data = NULL;
+		size_t len = 0;
+		rc = ca_read_file(resolved, CANDIDATE_MAX_BYTES, &data, &len, d);
+		if (!rc)
+			ca_hasher_update(&h, data, len);
+		free(data);
+	} else if (fmt == CANDIDATE_WORKDIR) {
+		rc = hash_tree(&h, resolved, "", 0, &files, &bytes, d);
+	} else {
+		rc = ca_path_join(path, sizeof path, it->cand_dir, "kernels")
+			     ? ca_fail(d, CA_ERR_LIMIT, "path too long")
+			     : hash_tree(&h, path, "", 0, &files, &bytes, d);
+	}
 	ca_hasher_final_hex(&h, it->cand_fp);
 	ca_hasher_free(&h);
 	return rc;
@@ -280,7 +307,7 @@ static void *compile_worker(void *arg)
 		pthread_mutex_unlock(&r->lock);
 
 		{
-			const char *argv[12];
+			const char *argv[16];
 			int a = 0;
 			struct ca_run_opts ro = {.timeout_s = COMPILE_TIMEOUT_S,
 						 .stdout_cap = 4096,
@@ -296,6 +323,10 @@ static void *compile_worker(void *arg)
 			if (r->o->eval.arch) {
 				argv[a++] = "--arch";
 				argv[a++] = r->o->eval.arch;
+			}
+			if (r->o->python) {
+				argv[a++] = "--python";
+				argv[a++] = r->o->python;
 			}
 			argv[a++] = it->cand_dir;
 			argv[a] = NULL;
@@ -476,7 +507,7 @@ static int prepare_items(struct run *r, struct results_db *db, struct bench_summ
 			return ca_fail(d, CA_ERR_LIMIT, "path too long: %s", it->key);
 		if (!(it->cand_dir = strdup(cand)))
 			return ca_fail(d, CA_ERR_NOMEM, "out of memory");
-		if ((rc = candidate_fingerprint(it, d)))
+		if ((rc = candidate_fingerprint(r, it, d)))
 			return ca_fail_prefix(d, rc, "candidate for %s", it->key);
 		memset(&t, 0, sizeof t);
 		if (task_load(&t, it->task_dir, &td) == 0)

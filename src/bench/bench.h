@@ -2,8 +2,10 @@
  *
  * Tasks: every directory under tasks_dir that holds a model.py (at most BENCH_MAX_DEPTH deep,
  * BENCH_MAX_TASKS of them), keyed by its path relative to tasks_dir ("level1/19_ReLU"), in
- * sorted order. Candidates: candidates_dir/<key>; a task without one is recorded as
- * candidate.missing, so it counts against the pass rate as it should.
+ * sorted order. Candidates: candidates_dir/<key> (native, workdir, or a directory holding
+ * model_new.py) or candidates_dir/<key>.py (KernelBench), any mix of formats (eval/torch_candidate.h);
+ * a task without one is recorded as candidate.missing, so it counts against the pass rate as
+ * it should.
  *
  * Work: up to `jobs` compile processes (`cuda-agent compile`, the same build cache) run ahead
  * on the CPUs while the evaluations (GPU work) run one at a time in this process, with one warm

@@ -212,6 +212,12 @@ static int resolve_arch(const struct build_opts *opts, char *out, size_t out_siz
 	return 0;
 }
 
+int build_resolve_arch(const char *arch, char *out, size_t out_size, struct ca_diag *d)
+{
+	struct build_opts o = {.arch = arch};
+	return resolve_arch(&o, out, out_size, d);
+}
+
 static bool find_in_path(const char *name, char *out, size_t out_size)
 {
 	const char *path = getenv("PATH");

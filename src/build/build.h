@@ -57,6 +57,10 @@ struct build_result {
  * (cannot run nvcc at all, I/O failure). */
 int build_candidate(const struct build_opts *opts, struct build_result *result, struct ca_diag *d);
 
+/* The GPU architecture a build uses: `arch` when given (validated), else $CUDA_AGENT_ARCH, else
+ * the GPU's (nvidia-smi), else sm_90. */
+int build_resolve_arch(const char *arch, char *out, size_t out_size, struct ca_diag *d);
+
 /* A short stable reason code for a status: "ok", "build.error", ... */
 const char *build_status_code(enum build_status s);
 

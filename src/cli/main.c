@@ -27,7 +27,8 @@ static const char main_usage[] =
 	"  compile [DIR]                 build kernels/ and check the library (no GPU needed)\n"
 	"  verify  [DIR]                 compile, then check correctness on the GPU\n"
 	"  profile [DIR]                 verify, time, and show a per-kernel GPU time table\n"
-	"  eval TASK CANDIDATE...        full evaluation of candidates (dirs with kernels/)\n"
+	"  eval TASK CANDIDATE...        full evaluation of candidates: dirs with kernels/, CUDA-Agent\n"
+	"                                workdirs, KernelBench ModelNew .py files\n"
 	"  tasks import|list|show        the task store: import KernelBench and Ops-6K tasks\n"
 	"  bench TASKS CANDIDATES        evaluate one candidate per task, resumable, with a report\n"
 	"  report RESULTS.jsonl...       the benchmark report (table, --html FILE)\n"
@@ -48,6 +49,9 @@ static const char options_help[] =
 	"  --refresh-baselines    re-measure eager and torch.compile even if cached\n"
 	"  --keep                 keep the run directory (reference data, worker files)\n"
 	"  --timeout SECONDS      watchdog for the candidate's process (default 60 + 2 x budget)\n"
+	"  --format F             the candidate's format: auto (default), native (kernels/),\n"
+	"                         workdir (CUDA-Agent: binding.cpp, model_new.py, kernels/) or\n"
+	"                         kernelbench (a .py file defining ModelNew, load_inline)\n"
 	"  --python PATH          Python with torch for the bridge ($CUDA_AGENT_PYTHON, python3)\n"
 	"  --device auto|cuda|cpu where the bridge runs PyTorch (default auto)\n"
 	"  --no-sandbox           run the candidate's worker without the sandbox (namespaces,\n"
@@ -70,7 +74,7 @@ static int parse_double(const char *s, double *out)
 int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_line)
 {
 	enum { O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH,
-	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX };
+	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT };
 	static const struct option longopts[] = {
 		{"task", required_argument, NULL, O_TASK},
 		{"json", no_argument, NULL, O_JSON},
@@ -86,6 +90,7 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_li
 		{"device", required_argument, NULL, O_DEVICE},
 		{"sandbox", no_argument, NULL, O_SANDBOX},
 		{"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
+		{"format", required_argument, NULL, O_FORMAT},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -140,6 +145,14 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_li
 		case O_PYTHON: c->python = optarg; break;
 		case O_SANDBOX: c->opts.sandbox = true; break;
 		case O_NO_SANDBOX: c->opts.sandbox = false; break;
+		case O_FORMAT: {
+			struct ca_diag fd = {{0}};
+			if (candidate_format_parse(optarg, &c->opts.format, &fd)) {
+				fprintf(stderr, "cuda-agent: %s\n", fd.msg);
+				return EXIT_USAGE;
+			}
+			break;
+		}
 		case O_DEVICE:
 			if (strcmp(optarg, "auto") && strcmp(optarg, "cuda") && strcmp(optarg, "cpu")) {
 				fprintf(stderr, "cuda-agent: --device takes auto, cuda or cpu\n");
@@ -223,7 +236,7 @@ static int cmd_workspace(int argc, char **argv, enum eval_mode mode, const char 
 static int cmd_eval(int argc, char **argv)
 {
 	struct cli c = {0};
-	const char *usage = "usage: cuda-agent eval [options] TASK_DIR CANDIDATE_DIR...";
+	const char *usage = "usage: cuda-agent eval [options] TASK_DIR CANDIDATE...";
 	int rc;
 
 	eval_opts_defaults(&c.opts);

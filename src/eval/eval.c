@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,12 +18,14 @@
 #include "eval/compare.h"
 #include "eval/reward.h"
 #include "eval/summary.h"
+#include "eval/torch_candidate.h"
 #include "sandbox/sandbox.h"
 #include "task/task.h"
 #include "tensor/safetensors.h"
 #include "tensor/spec.h"
 #include "util/clock.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/proc.h"
 #include "util/str.h"
@@ -57,9 +60,17 @@ struct run {
 	json_t *device_event, *timing_event, *profile_event;
 	json_t *trials;        /* array, one object per trial */
 	char library[PATH_MAX]; /* the library the worker loads (a per-run copy when sandboxed) */
+	enum candidate_format format;
+	char cand_path[PATH_MAX]; /* what the format works on (kernelbench: the .py file) */
+	json_t *modules;          /* torch formats: torch_build's modules ({name, key, library}) */
+	json_t *inline_modules;   /* kernelbench: spec key -> the run's copy of the module */
 	bool sandboxed;
 	json_t *isolation;     /* the sandbox's report, when one was used */
 	bool verify_ok;
+	double gate_s; /* spent by the supervisor while the worker waited at the gate */
+	double data_bytes; /* of every set the worker reads and writes (step_check_space) */
+	double output_file_bytes; /* of the outputs of one call: the files the worker writes */
+	double set_bytes;         /* inputs, params and outputs of one call */
 	double t_start;
 	json_t *seconds;
 };
@@ -181,6 +192,8 @@ void eval_session_close(struct eval_session *s)
 	if (s->cache_open)
 		baseline_cache_close(&s->cache);
 	s->cache_open = false;
+	free(s->py);
+	s->py = NULL;
 }
 
 /* ---- steps ----------------------------------------------------------------------------- */
@@ -206,13 +219,167 @@ static json_t *build_json(const struct build_result *b)
 			 resources);
 }
 
+/* The build's verdict into the result (shared by the native and the torch builds). */
+static int finish_build(struct run *r)
+{
+	json_object_set_new(r->result, "build", build_json(&r->build));
+	json_object_set_new(json_object_get(r->result, "candidate"), "hash",
+			    json_string(r->build.hash));
+	json_object_set_new(r->seconds, "build", json_real(r->build.seconds));
+	if (r->build.status != BUILD_OK) {
+		char first[512];
+		char *nl;
+		ca_strlcpy(first, r->build.errors, sizeof first);
+		nl = strchr(first, '\n');
+		if (nl)
+			*nl = '\0';
+		json_object_set_new(r->result, "compiled", json_false());
+		set_reason(r, build_status_code(r->build.status), "%s",
+			   first[0] ? first : "the build failed");
+		return -1;
+	}
+	json_object_set_new(r->result, "compiled", json_true());
+	ca_log_info("built in %.2f s (%s%s, %d unit%s compiled)", r->build.seconds, r->build.arch,
+		    r->build.cached ? ", cached" : "", r->build.objects_compiled,
+		    r->build.objects_compiled == 1 ? "" : "s");
+	return 0;
+}
+
+static const char *session_python(const struct eval_session *s)
+{
+	const char *env = getenv("CUDA_AGENT_PYTHON");
+	return s->python[0] ? s->python : env && env[0] ? env : "python3";
+}
+
+static int step_record(struct run *r, const char *specs_path);
+static int make_run_dirs(struct run *r);
+static const struct python_runtime *session_runtime(struct run *r, struct ca_diag *d);
+
+#define RECORD_MAX_BYTES (8u << 20)
+
+/* The load_inline specs of a kernelbench file: recorded once per file content and Python (the
+ * recording imports the file in the sandbox, seconds with torch), then kept under
+ * <cache>/build/torch/records/. specs receives the path torch_build reads. */
+static int record_cached(struct run *r, const char *cache, char *specs, size_t size)
+{
+	char key[CA_HASH_HEX_LEN + 1], fresh[PATH_MAX];
+	struct ca_diag d = {{0}};
+	struct ca_hasher h;
+	char *data = NULL;
+	size_t len = 0;
+	const struct python_runtime *rt = session_runtime(r, &d);
+
+	if (!rt) {
+		set_reason(r, "env.bridge", "cannot use the Python runtime: %s", d.msg);
+		return -1;
+	}
+	if (ca_read_file(r->cand_path, RECORD_MAX_BYTES, &data, &len, &d)) {
+		set_reason(r, "candidate.missing", "%s", d.msg);
+		return -1;
+	}
+	if (ca_hasher_init(&h)) {
+		free(data);
+		set_reason(r, "internal", "out of memory");
+		return -1;
+	}
+	ca_hasher_update_str(&h, "record/1");
+	ca_hasher_update_str(&h, rt->exe);
+	ca_hasher_update(&h, data, len);
+	ca_hasher_final_hex(&h, key);
+	ca_hasher_free(&h);
+	free(data);
+	if (pathf(specs, size, "%s/torch/records/%s.json", cache, key) ||
+	    pathf(fresh, sizeof fresh, "%s/inline_specs.json", r->work)) {
+		set_reason(r, "internal", "cache path too long");
+		return -1;
+	}
+	if (ca_is_file(specs)) {
+		json_object_set_new(r->seconds, "record", json_real(0.0));
+		return 0;
+	}
+	if (step_record(r, fresh))
+		return -1;
+	/* Keep it for next time (best effort); this run reads its own copy. */
+	if (ca_read_file(fresh, RECORD_MAX_BYTES, &data, &len, &d) == 0) {
+		char dir[PATH_MAX];
+		ca_strlcpy(dir, specs, sizeof dir);
+		*strrchr(dir, '/') = '\0';
+		if (ca_mkdirs(dir, 0755, &d) || ca_write_file_atomic(specs, data, len, &d))
+			ca_log_warn("cannot keep the recorded load_inline calls: %s", d.msg);
+		free(data);
+	}
+	return ca_strlcpy(specs, fresh, size) ? -1 : 0;
+}
+
+/* PyTorch-format candidates: torch_build compiles (compilers only, content-addressed cache);
+ * a kernelbench file's load_inline calls are first recorded in the sandbox (step_record). */
+static int step_build_torch(struct run *r)
+{
+	char cache[PATH_MAX], arch[32], specs[PATH_MAX];
+	struct ca_diag d = {{0}};
+	double t0 = ca_now();
+	const char *args[8];
+	int rc;
+
+	if (ca_cache_dir(cache, sizeof cache, &d) || pathf(cache + strlen(cache),
+							   sizeof cache - strlen(cache), "/build") ||
+	    build_resolve_arch(r->o->arch, arch, sizeof arch, &d)) {
+		set_reason(r, "build.internal", "the build could not run: %s", d.msg);
+		json_object_set_new(r->result, "compiled", json_false());
+		return -1;
+	}
+	if (r->format == CANDIDATE_WORKDIR) {
+		args[0] = "workdir";
+		args[1] = r->cand_path;
+	} else {
+		if (make_run_dirs(r) || record_cached(r, cache, specs, sizeof specs)) {
+			json_object_set_new(r->result, "compiled", json_false());
+			return -1;
+		}
+		args[0] = "inline";
+		args[1] = specs;
+	}
+	args[2] = "--cache";
+	args[3] = cache;
+	args[4] = "--arch";
+	args[5] = arch;
+	args[6] = NULL;
+	ca_log_info("building %s (%s format)", r->cand_path, candidate_format_name(r->format));
+	rc = torch_build_run(session_python(r->s), args, 900.0, &r->build, &r->modules, &d);
+	if (rc) {
+		set_reason(r, "build.internal", "the build could not run: %s", d.msg);
+		json_object_set_new(r->result, "compiled", json_false());
+		return -1;
+	}
+	r->build.seconds = ca_now() - t0;
+	return finish_build(r);
+}
+
 static int step_build(struct run *r)
 {
 	struct build_opts bo = {0};
 	char root[PATH_MAX], include[PATH_MAX], kernels[PATH_MAX];
 	struct ca_diag d = {{0}};
+	enum candidate_format fmt = r->o->format;
 	int rc;
 
+	/* A path that is no candidate of any format gets the native checks' messages below. */
+	rc = candidate_format_detect(r->o->candidate_dir, &fmt, r->cand_path, sizeof r->cand_path,
+				     &d);
+	if (rc && r->o->format != CANDIDATE_AUTO && r->o->format != CANDIDATE_NATIVE) {
+		set_reason(r, "candidate.missing", "%s", d.msg);
+		return -1;
+	}
+	if (rc) {
+		fmt = CANDIDATE_NATIVE;
+		ca_strlcpy(r->cand_path, r->o->candidate_dir, sizeof r->cand_path);
+		memset(&d, 0, sizeof d);
+	}
+	r->format = fmt;
+	json_object_set_new(json_object_get(r->result, "candidate"), "format",
+			    json_string(candidate_format_name(r->format)));
+	if (r->format != CANDIDATE_NATIVE)
+		return step_build_torch(r);
 	if (ca_path_join(kernels, sizeof kernels, r->o->candidate_dir, "kernels")) {
 		set_reason(r, "candidate.missing", "candidate path too long");
 		return -1;
@@ -244,27 +411,7 @@ static int step_build(struct run *r)
 		json_object_set_new(r->result, "compiled", json_false());
 		return -1;
 	}
-	json_object_set_new(r->result, "build", build_json(&r->build));
-	json_object_set_new(json_object_get(r->result, "candidate"), "hash",
-			    json_string(r->build.hash));
-	json_object_set_new(r->seconds, "build", json_real(r->build.seconds));
-	if (r->build.status != BUILD_OK) {
-		char first[512];
-		char *nl;
-		ca_strlcpy(first, r->build.errors, sizeof first);
-		nl = strchr(first, '\n');
-		if (nl)
-			*nl = '\0';
-		json_object_set_new(r->result, "compiled", json_false());
-		set_reason(r, build_status_code(r->build.status), "%s",
-			   first[0] ? first : "the build failed");
-		return -1;
-	}
-	json_object_set_new(r->result, "compiled", json_true());
-	ca_log_info("built in %.2f s (%s%s, %d unit%s compiled)", r->build.seconds, r->build.arch,
-		    r->build.cached ? ", cached" : "", r->build.objects_compiled,
-		    r->build.objects_compiled == 1 ? "" : "s");
-	return 0;
+	return finish_build(r);
 }
 
 static int bridge_request(struct run *r, const char *op, const json_t *req, double timeout_s,
@@ -365,7 +512,10 @@ static int make_run_dirs(struct run *r)
 {
 	char base[PATH_MAX];
 	struct ca_diag d = {{0}};
-	int rc = runs_base(base, sizeof base, &d);
+	int rc;
+	if (r->dir[0]) /* made already (a kernelbench build records its specs in work/) */
+		return 0;
+	rc = runs_base(base, sizeof base, &d);
 	if (rc == 0)
 		remove_stale_runs(base);
 	if (rc || ca_make_temp_dir(base, "run-", r->dir, sizeof r->dir, &d) ||
@@ -398,10 +548,58 @@ static int reference_call(struct run *r, uint64_t model_seed, json_t *params_pat
 
 /* Reference data: per trial its own model seed and input seed; for timing one model seed,
  * rotation sets (no outputs needed), checked sets and a final set (outputs kept private). */
+static double spec_bytes(const struct tensor_spec *t, int n)
+{
+	double sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += (double)tensor_spec_nbytes(&t[i]);
+	return sum;
+}
+
+/* The sets of an evaluation live in the run directory (inputs and params public, reference
+ * outputs private, the worker's outputs): the verification trials' first, then the timing
+ * data in their place. When the larger of the two does not fit in the run directory's file
+ * system, say so before writing gigabytes. */
+static int step_check_space(struct run *r)
+{
+	const struct eval_protocol *p = &r->o->protocol;
+	double in = spec_bytes(r->spec.args, r->spec.num_args);
+	double par = spec_bytes(r->spec.params, r->spec.num_params);
+	double out = spec_bytes(r->spec.outputs, r->spec.num_outputs);
+	double need = p->trials * (par + in + 2 * out), timing = 0;
+	struct statvfs vfs;
+
+	if (r->timing_wanted || r->profile_wanted)
+		timing = par + p->rotation_sets * in + (p->timing.checks + 1) * (in + 2 * out);
+	/* The trials' files are removed before the timing data is written (remove_trial_files) */
+	r->data_bytes = need + timing;
+	r->output_file_bytes = out;
+	r->set_bytes = in + par + out;
+	need = r->o->keep_run_dir ? need + timing : fmax(need, timing);
+	if (statvfs(r->dir, &vfs) != 0)
+		return 0; /* nothing to judge by: the writes will say what fails */
+	double avail = (double)vfs.f_bavail * (double)vfs.f_frsize;
+	if (need > 0.95 * avail) {
+		set_reason(r, "env.run_space",
+			   "this evaluation needs %.1f GB of tensors at once (%d trials, %d timing sets, "
+			   "%d checked calls; %.2f GB of inputs and %.2f GB of outputs per set) but "
+			   "%s has %.1f GB free: point CUDA_AGENT_RUNS at a larger file system or "
+			   "use fewer --trials",
+			   need / 1e9, p->trials, r->timing_wanted ? p->rotation_sets : 0,
+			   r->timing_wanted ? p->timing.checks + 1 : 0, in / 1e9, out / 1e9, r->dir,
+			   avail / 1e9);
+		return -1;
+	}
+	return 0;
+}
+
+/* Verification data: per trial its own model seed and input seed (outputs kept private). */
 static int step_reference(struct run *r)
 {
 	const struct eval_protocol *p = &r->o->protocol;
 	double t0 = ca_now();
+	if (step_check_space(r))
+		return -1;
 	for (int k = 0; k < p->trials; k++) {
 		json_t *sets = json_pack("[o]", set_entry(r->trial_seeds[k],
 							  path_json(r->pub, "inputs_%d.safetensors", k),
@@ -410,7 +608,35 @@ static int step_reference(struct run *r)
 				   path_json(r->pub, "params_%d.safetensors", k), sets))
 			return -1;
 	}
-	if (r->timing_wanted || r->profile_wanted) {
+	note_seconds(r, "reference", t0);
+	return 0;
+}
+
+/* The verification trials' files, once compared: the timing data takes their place (a task
+ * with 6 GB tensors could not hold both at once). Kept with --keep. */
+static void remove_trial_files(struct run *r)
+{
+	static const char *const names[] = {"params", "inputs", "ref", "out"};
+	if (r->o->keep_run_dir)
+		return;
+	for (int k = 0; k < r->o->protocol.trials; k++)
+		for (int f = 0; f < 4; f++) {
+			char path[PATH_MAX];
+			const char *dir = f < 2 ? r->pub : f == 2 ? r->priv : r->work;
+			if (pathf(path, sizeof path, "%s/%s_%d.safetensors", dir, names[f], k) == 0)
+				unlink(path);
+		}
+}
+
+/* Timing data, made while the worker waits at the gate after a correct verification: one
+ * model seed, rotation sets (no outputs needed), checked sets and a final set (outputs kept
+ * private). */
+static int step_reference_timing(struct run *r)
+{
+	const struct eval_protocol *p = &r->o->protocol;
+	double t0 = ca_now();
+	remove_trial_files(r);
+	{
 		json_t *sets = json_array();
 		for (int i = 0; i < p->rotation_sets; i++)
 			json_array_append_new(sets, set_entry(r->rotation_seeds[i],
@@ -437,7 +663,7 @@ static int step_reference(struct run *r)
 				   path_json(r->pub, "params_t.safetensors"), sets))
 			return -1;
 	}
-	note_seconds(r, "reference", t0);
+	note_seconds(r, "reference_timing", t0);
 	return 0;
 }
 
@@ -605,6 +831,11 @@ static void handle_event(struct run *r, json_t *ev, struct ca_child *child, bool
 	} else if (strcmp(name, "verified") == 0) {
 		verify_outputs(r);
 		bool go_on = r->verify_ok && (r->timing_wanted || r->profile_wanted);
+		if (go_on) { /* the worker waits at the gate meanwhile; its watchdog too */
+			double g0 = ca_now();
+			go_on = step_reference_timing(r) == 0;
+			r->gate_s += ca_now() - g0;
+		}
 		(void)ca_child_write(child, go_on ? "continue\n" : "stop\n", go_on ? 9 : 5, NULL);
 		if (go_on)
 			ca_log_info("verified %d/%d trials; timing", r->o->protocol.trials,
@@ -656,29 +887,42 @@ static int find_worker(const struct run *r, char *out, size_t size)
 	return pathf(out, size, "%scuda-agent-worker", exe);
 }
 
-/* The worker in the sandbox: it sees the system read-only, its own binary, the plan, the run's
- * public/ (inputs, params) read-only, work/ writable and a per-run copy of the library; never the
+/* The candidate's process (the native worker, or the PyTorch-format runner) in the sandbox: it
+ * sees the system read-only, the run's public/ (inputs, params) read-only, work/ writable and
+ * the caller's binds (its program, the plan, per-run copies of what was built, ...); never the
  * run's private/ (reference outputs), the cache or the home directory. The run directory itself
  * is made traversable (0711, not listable) so that the sandbox's uid can reach the binds. Its
  * /tmp and /dev/shm are the run's scratch-tmp/ and scratch-shm/, so that step_worker() can see
  * afterwards whether the candidate wrote files there (sandbox_scratch_check). The JIT cache is
- * off: it would write under HOME=/tmp, and nothing of it could outlive the run anyway. */
-static int spawn_sandboxed(struct run *r, const char *const *argv, const char *worker,
-			   const char *plan_path, const char *err_path, double limit,
-			   struct sandbox *sb, struct ca_diag *d)
+ * off: it would write under HOME=/tmp, and nothing of it could outlive the run anyway. Without
+ * the sandbox, the same program runs as a plain child with the same extra environment. */
+#define SPAWN_MAX_BINDS (PY_RUNTIME_MAX_DIRS + 8)
+#define SPAWN_MAX_ENV   8
+
+static int spawn_candidate(struct run *r, const char *const *argv,
+			   const struct sandbox_bind *extra, size_t n_extra,
+			   const char *const *env_extra, const char *err_path, double limit,
+			   struct sandbox *sb, struct ca_child *child, struct ca_diag *d)
 {
 	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
 	char env_visible[256] = "", scratch_tmp[PATH_MAX], scratch_shm[PATH_MAX];
-	const char *env[3] = {"CUDA_CACHE_DISABLE=1", NULL, NULL};
-	struct sandbox_bind binds[] = {
-		{.src = worker},
-		{.src = plan_path},
+	const char *env[SPAWN_MAX_ENV + 3] = {"CUDA_CACHE_DISABLE=1"};
+	struct sandbox_bind binds[SPAWN_MAX_BINDS + 2] = {
 		{.src = r->pub},
 		{.src = r->work, .writable = true},
-		{.src = r->library},
 	};
 	struct sandbox_opts so = {0};
+	size_t n_env = 1;
 
+	if (n_extra > SPAWN_MAX_BINDS)
+		return ca_fail(d, CA_ERR_LIMIT, "too many binds for the candidate's process");
+	for (size_t i = 0; env_extra && env_extra[i] && n_env < SPAWN_MAX_ENV; i++)
+		env[n_env++] = env_extra[i];
+	if (!r->sandboxed) {
+		struct ca_run_opts ro = {.env_add = env};
+		return ca_child_spawn(child, argv, &ro, err_path, d);
+	}
+	memcpy(binds + 2, extra, n_extra * sizeof *extra);
 	if (chmod(r->dir, 0711) != 0)
 		return ca_fail(d, CA_ERR_IO, "chmod %s: %s", r->dir, strerror(errno));
 	if (pathf(scratch_tmp, sizeof scratch_tmp, "%s/scratch-tmp", r->dir) ||
@@ -690,90 +934,304 @@ static int spawn_sandboxed(struct run *r, const char *const *argv, const char *w
 			       r->dir, strerror(errno));
 	if (visible && visible[0]) {
 		snprintf(env_visible, sizeof env_visible, "CUDA_VISIBLE_DEVICES=%s", visible);
-		env[1] = env_visible;
+		env[n_env++] = env_visible;
 	}
 	so.env = env;
 	so.pass_ld_library_path = true;
 	so.binds = binds;
-	so.n_binds = sizeof binds / sizeof binds[0];
+	so.n_binds = n_extra + 2;
 	so.tmp_dir = scratch_tmp; /* sandbox_spawn hands them to the sandbox's uid */
 	so.shm_dir = scratch_shm;
 	so.cpu_seconds = (uint64_t)limit + 30;
-	return sandbox_spawn(sb, argv, &so, err_path, d);
+	/* cgroup memory: the default 32 GiB, plus the output files the worker leaves in the run
+	 * directory (tmpfs pages it writes are charged to its cgroup) and two sets in its own
+	 * memory, for tasks whose tensors are gigabytes */
+	{
+		int calls = r->o->protocol.trials > r->o->protocol.timing.checks + 1
+				    ? r->o->protocol.trials
+				    : r->o->protocol.timing.checks + 1;
+		double files = r->output_file_bytes * calls; /* the trials' go before timing */
+		double mem = (double)(32ull << 30) + files + 2.0 * r->set_bytes;
+		if (mem > (double)(32ull << 30) + (double)(1u << 30))
+			so.memory_max = (uint64_t)mem;
+	}
+	/* RLIMIT_FSIZE: the default 2 GiB, or room for one call's outputs file when larger */
+	if (r->output_file_bytes * 1.1 + (64 << 20) > (double)(2ull << 30))
+		so.fsize_bytes = (uint64_t)(r->output_file_bytes * 1.1) + (64u << 20);
+	int rc = sandbox_spawn(sb, argv, &so, err_path, d);
+	if (rc == 0)
+		*child = sb->child;
+	return rc;
 }
 
-/* A copy of the built library inside the run directory, readable by the sandbox's uid (the
- * build cache under the home directory is not visible in the sandbox). */
-static int copy_library(struct run *r, struct ca_diag *d)
+/* The Python runtime the runner needs (probed once per session). */
+static const struct python_runtime *session_runtime(struct run *r, struct ca_diag *d)
 {
+	if (!r->s->py) {
+		struct python_runtime *rt = calloc(1, sizeof *rt);
+		if (!rt) {
+			ca_fail(d, CA_ERR_NOMEM, "out of memory");
+			return NULL;
+		}
+		if (python_runtime_probe(session_python(r->s), rt, d)) {
+			free(rt);
+			return NULL;
+		}
+		r->s->py = rt;
+	}
+	return r->s->py;
+}
+
+/* Binds and environment of `python -m cuda_agent_bridge.candidate`: the runtime's
+ * directories, then `more`. Returns the number of binds, or -1 (message in d). */
+static int python_binds(const struct python_runtime *rt, const char *const *more,
+			struct sandbox_bind *binds, size_t cap, char *pp_env, size_t pp_size)
+{
+	size_t n = 0;
+	for (int i = 0; i < rt->n_dirs && n < cap; i++)
+		binds[n++] = (struct sandbox_bind){.src = rt->dirs[i]};
+	for (size_t i = 0; more[i] && n < cap; i++)
+		binds[n++] = (struct sandbox_bind){.src = more[i]};
+	snprintf(pp_env, pp_size, "PYTHONPATH=%s", rt->package_dir);
+	return (int)n;
+}
+
+static const char *const python_env_fixed[] = {"PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1",
+					       "PYTHONHASHSEED=0"};
+
+/* The first half of a kernelbench build: the candidate file imported in the sandbox with
+ * load_inline recording its calls into specs_path (candidate.py --record). */
+static int step_record(struct run *r, const char *specs_path)
+{
+	char err_path[PATH_MAX], pp_env[PATH_MAX + 16];
+	struct sandbox_bind binds[SPAWN_MAX_BINDS];
+	struct ca_diag d = {{0}};
+	struct sandbox sb;
+	struct ca_child child;
+	struct ca_run_result fate;
+	bool done = false;
+	double t0 = ca_now(), limit = 180.0;
+	int rc = 0;
+	const struct python_runtime *rt = session_runtime(r, &d);
+
+	if (!rt) {
+		set_reason(r, "env.bridge", "cannot use the Python runtime: %s", d.msg);
+		return -1;
+	}
+	const char *more[] = {r->cand_path, NULL};
+	int nb = python_binds(rt, more, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
+	char inductor_env[PATH_MAX + 48];
+	snprintf(inductor_env, sizeof inductor_env, "TORCHINDUCTOR_CACHE_DIR=%s/torch-cache",
+		 r->work);
+	const char *env[] = {pp_env, python_env_fixed[0], python_env_fixed[1], python_env_fixed[2],
+			     inductor_env, NULL};
+	const char *argv[] = {rt->exe, "-B", "-m", "cuda_agent_bridge.candidate", "--record",
+			      r->cand_path, specs_path, NULL};
+	pathf(err_path, sizeof err_path, "%s/record.stderr", r->dir);
+	if (spawn_candidate(r, argv, binds, (size_t)nb, env, err_path, limit, &sb, &child, &d)) {
+		set_reason(r, "env.sandbox", "cannot start the build step's import: %s", d.msg);
+		return -1;
+	}
+	while (!done) {
+		char *line = NULL;
+		double left = t0 + limit - ca_now();
+		if (left <= 0) {
+			rc = CA_ERR_TIMEOUT;
+			break;
+		}
+		if ((rc = ca_child_read_line(&child, WORKER_MAX_LINE, left, &line, &d)))
+			break;
+		json_t *ev = json_loads(line, 0, NULL);
+		const char *name = json_string_value(json_object_get(ev, "event"));
+		if (name && strcmp(name, "error") == 0) {
+			const char *msg = json_string_value(json_object_get(ev, "message"));
+			const char *code = json_string_value(json_object_get(ev, "code"));
+			set_reason(r, code ? code : "candidate.load_failed", "%s",
+				   msg ? msg : "importing the candidate failed");
+			rc = CA_ERR_REJECTED;
+			done = true;
+		} else if (name && strcmp(name, "done") == 0) {
+			done = true;
+		}
+		json_decref(ev);
+		free(line);
+	}
+	if (r->sandboxed) {
+		sb.child = child;
+		sandbox_finish(&sb, 5.0, &fate);
+		if (sandbox_killed_by_seccomp(&sb, &fate)) {
+			set_reason(r, "sandbox.violation",
+				   "importing %s made a system call the sandbox forbids (seccomp "
+				   "killed it): process creation, exec, network sockets, ... are not "
+				   "allowed in candidate code", r->cand_path);
+			return -1;
+		}
+	} else {
+		ca_child_finish(&child, 5.0, &fate);
+	}
+	note_seconds(r, "record", t0);
+	if (rc == CA_ERR_REJECTED)
+		return -1;
+	if (rc == CA_ERR_TIMEOUT || !done) {
+		char tail[1024], how[128];
+		ca_file_tail(err_path, 3, tail, sizeof tail);
+		ca_run_describe(&fate, how, sizeof how);
+		set_reason(r, rc == CA_ERR_TIMEOUT ? "timeout" : "candidate.load_failed",
+			   "importing %s for the build %s (%s)%s%s", r->cand_path,
+			   rc == CA_ERR_TIMEOUT ? "took too long" : "failed", how,
+			   tail[0] ? ": " : "", tail);
+		return -1;
+	}
+	return 0;
+}
+
+/* A copy of a built library in the run's lib/ directory, readable by the sandbox's uid (the
+ * build cache under the home directory is not visible in the sandbox). */
+static int copy_built(struct run *r, const char *src, const char *name, char *dst, size_t size,
+		      struct ca_diag *d)
+{
+	char dir[PATH_MAX];
 	char *data = NULL;
 	size_t len = 0;
 	int rc;
-	if (pathf(r->library, sizeof r->library, "%s/candidate.so", r->dir))
+	if (pathf(dir, sizeof dir, "%s/lib", r->dir) || pathf(dst, size, "%s/%s", dir, name))
 		return ca_fail(d, CA_ERR_LIMIT, "path too long");
-	rc = ca_read_file(r->build.library, 1u << 30, &data, &len, d);
+	if ((rc = ca_mkdirs(dir, 0755, d)) != 0)
+		return rc;
+	rc = ca_read_file(src, 1u << 30, &data, &len, d);
 	if (!rc)
-		rc = ca_write_file_atomic(r->library, data, len, d);
+		rc = ca_write_file_atomic(dst, data, len, d);
 	free(data);
-	if (!rc && chmod(r->library, 0755) != 0)
-		rc = ca_fail(d, CA_ERR_IO, "chmod %s: %s", r->library, strerror(errno));
+	if (!rc && chmod(dst, 0755) != 0)
+		rc = ca_fail(d, CA_ERR_IO, "chmod %s: %s", dst, strerror(errno));
 	return rc;
+}
+
+/* Per-run copies of what the build made: the native library, the workdir's cuda_extension, or
+ * each kernelbench module (r->inline_modules: spec key -> copy). */
+static int copy_build_outputs(struct run *r, struct ca_diag *d)
+{
+	size_t i;
+	json_t *m;
+	ca_strlcpy(r->library, r->build.library, sizeof r->library);
+	if (r->format == CANDIDATE_NATIVE)
+		return r->sandboxed ? copy_built(r, r->build.library, "candidate.so", r->library,
+						 sizeof r->library, d)
+				    : 0;
+	if (r->format == CANDIDATE_WORKDIR)
+		return copy_built(r, r->build.library, "cuda_extension.so", r->library,
+				  sizeof r->library, d);
+	r->inline_modules = json_object();
+	json_array_foreach(r->modules, i, m) {
+		char name[64], dst[PATH_MAX];
+		const char *key = json_string_value(json_object_get(m, "key"));
+		const char *lib = json_string_value(json_object_get(m, "library"));
+		int rc;
+		if (!key || !lib)
+			return ca_fail(d, CA_ERR_CHILD, "torch_build: module %zu without key/library", i);
+		snprintf(name, sizeof name, "inline_%zu.so", i);
+		if ((rc = copy_built(r, lib, name, dst, sizeof dst, d)))
+			return rc;
+		json_object_set_new(r->inline_modules, key, json_string(dst));
+	}
+	return 0;
+}
+
+/* The plan's "candidate" object for the PyTorch-format runner (candidate.py). */
+static json_t *torch_candidate_json(const struct run *r)
+{
+	json_t *c = json_pack("{s:s, s:s, s:s}", "format", candidate_format_name(r->format),
+			      "task_dir", r->task.dir, "torch_device", "cuda");
+	json_object_set_new(c, r->format == CANDIDATE_WORKDIR ? "dir" : "path",
+			    json_string(r->cand_path));
+	if (r->format == CANDIDATE_WORKDIR)
+		json_object_set_new(c, "extension", json_string(r->library));
+	else
+		json_object_set(c, "inline_modules", r->inline_modules);
+	return c;
 }
 
 static int step_worker(struct run *r)
 {
-	char worker[PATH_MAX], plan_path[PATH_MAX], err_path[PATH_MAX];
+	char worker[PATH_MAX], plan_path[PATH_MAX], err_path[PATH_MAX], lib_dir[PATH_MAX],
+		pp_env[PATH_MAX + 16];
+	struct sandbox_bind binds[SPAWN_MAX_BINDS];
 	json_t *plan = NULL;
 	struct ca_child child;
 	struct sandbox sb;
 	struct ca_run_result fate;
 	struct ca_diag d = {{0}};
-	bool done = false, output_flood = false;
+	bool done = false, output_flood = false, native = r->format == CANDIDATE_NATIVE;
 	double t0 = ca_now();
+	/* Default watchdog: 60 s, twice the timing budget, and 2 s per GB of tensors to move */
 	double limit = r->o->worker_timeout_s > 0
 			       ? r->o->worker_timeout_s
-			       : 60.0 + (r->timing_wanted ? 2.0 * r->o->protocol.timing.budget_s : 0);
-	int rc = 0;
+			       : 60.0 + (r->timing_wanted ? 2.0 * r->o->protocol.timing.budget_s : 0) +
+					 2.0 * r->data_bytes / 1e9;
+	const struct python_runtime *rt = NULL;
+	int rc = 0, nb = 0;
 
-	ca_strlcpy(r->library, r->build.library, sizeof r->library);
-	if (r->sandboxed && copy_library(r, &d)) {
-		set_reason(r, "internal", "cannot copy the library into the run directory: %s",
+	if (copy_build_outputs(r, &d)) {
+		set_reason(r, "internal", "cannot copy the built library into the run directory: %s",
 			   d.msg);
 		return -1;
 	}
-	if (find_worker(r, worker, sizeof worker) || !ca_is_file(worker)) {
+	if (native && (find_worker(r, worker, sizeof worker) || !ca_is_file(worker))) {
 		set_reason(r, "env.no_worker",
 			   "the GPU worker %s is not built (build on a machine with nvcc: make)",
 			   worker);
-		json_decref(plan);
+		return -1;
+	}
+	if (!native && !(rt = session_runtime(r, &d))) {
+		set_reason(r, "env.bridge", "cannot use the Python runtime: %s", d.msg);
 		return -1;
 	}
 	plan = make_plan(r);
+	if (!native)
+		json_object_set_new(plan, "candidate", torch_candidate_json(r));
 	pathf(plan_path, sizeof plan_path, "%s/plan.json", r->dir);
 	pathf(err_path, sizeof err_path, "%s/worker.stderr", r->dir);
+	pathf(lib_dir, sizeof lib_dir, "%s/lib", r->dir);
 	if (json_dump_file(plan, plan_path, JSON_COMPACT) != 0) {
 		set_reason(r, "internal", "cannot write %s", plan_path);
 		json_decref(plan);
 		return -1;
 	}
 	json_decref(plan);
-	const char *argv[] = {worker, plan_path, NULL};
-	if (r->sandboxed) {
-		if (spawn_sandboxed(r, argv, worker, plan_path, err_path, limit, &sb, &d)) {
-			set_reason(r, "env.sandbox", "cannot start the GPU worker in the sandbox: %s",
-				   d.msg);
-			return -1;
-		}
-		child = sb.child;
-		r->isolation = sandbox_report_json(&sb.report);
-	} else if (ca_child_spawn(&child, argv, NULL, err_path, &d)) {
-		set_reason(r, "env.no_worker", "cannot start the GPU worker: %s", d.msg);
+	const char *native_argv[] = {worker, plan_path, NULL};
+	const char *py_argv[] = {rt ? rt->exe : "", "-B", "-m", "cuda_agent_bridge.candidate",
+				 plan_path, NULL};
+	char inductor_env[PATH_MAX + 48], triton_env[PATH_MAX + 48];
+	/* torch makes its compiler caches (/tmp/torchinductor_<user>) on import: in work/, with
+	 * the outputs, not in the scratch /tmp where any file is the candidate's. */
+	snprintf(inductor_env, sizeof inductor_env, "TORCHINDUCTOR_CACHE_DIR=%s/torch-cache",
+		 r->work);
+	snprintf(triton_env, sizeof triton_env, "TRITON_CACHE_DIR=%s/triton-cache", r->work);
+	const char *py_env[] = {pp_env,	      python_env_fixed[0], python_env_fixed[1],
+				python_env_fixed[2], inductor_env,	   triton_env,
+				NULL};
+	if (native) {
+		binds[nb++] = (struct sandbox_bind){.src = worker};
+		binds[nb++] = (struct sandbox_bind){.src = plan_path};
+		if (r->sandboxed)
+			binds[nb++] = (struct sandbox_bind){.src = lib_dir};
+	} else {
+		const char *more[] = {plan_path, lib_dir, r->task.dir, r->cand_path, NULL};
+		nb = python_binds(rt, more, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
+	}
+	if (spawn_candidate(r, native ? native_argv : py_argv, binds, (size_t)nb,
+			    native ? NULL : py_env, err_path, limit, &sb, &child, &d)) {
+		set_reason(r, r->sandboxed ? "env.sandbox" : "env.no_worker",
+			   "cannot start the %s%s: %s", native ? "GPU worker" : "PyTorch runner",
+			   r->sandboxed ? " in the sandbox" : "", d.msg);
 		return -1;
 	}
+	if (r->sandboxed)
+		r->isolation = sandbox_report_json(&sb.report);
 	while (!done) {
 		char *line = NULL;
 		struct stat est;
-		double left = t0 + limit - ca_now();
+		double left = t0 + limit + r->gate_s - ca_now();
 		if (left <= 0) {
 			rc = CA_ERR_TIMEOUT;
 			break;
@@ -1132,6 +1590,8 @@ static void run_free(struct run *r)
 	json_decref(r->profile_event);
 	json_decref(r->trials);
 	json_decref(r->isolation);
+	json_decref(r->modules);
+	json_decref(r->inline_modules);
 }
 
 int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
@@ -1188,8 +1648,11 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 	if (o->mode == EVAL_COMPILE) {
 		json_object_set_new(r.result, "reason",
 				    json_pack("{s:s, s:s}", "code", "ok", "message",
-					      "compiled; the library passed the symbol and source "
-					      "checks"));
+					      r.format == CANDIDATE_NATIVE
+						      ? "compiled; the library passed the symbol and "
+							"source checks"
+						      : "compiled into a PyTorch extension (torch "
+							"compute is refused when it runs)"));
 		goto out;
 	}
 	if (step_bridge_ready(&r))

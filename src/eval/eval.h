@@ -18,6 +18,7 @@
 
 #include "bridge/bridge.h"
 #include "eval/protocol.h"
+#include "eval/torch_candidate.h"
 #include "store/baseline_cache.h"
 #include "util/diag.h"
 
@@ -28,7 +29,9 @@ enum eval_mode { EVAL_COMPILE, EVAL_VERIFY, EVAL_PROFILE, EVAL_FULL };
 struct eval_opts {
 	enum eval_mode mode;
 	const char *task_dir;
-	const char *candidate_dir;  /* holds kernels/ */
+	const char *candidate_dir;  /* native: holds kernels/; or a PyTorch-format candidate (a
+				       CUDA-Agent workdir, a KernelBench .py file): see format */
+	enum candidate_format format; /* CANDIDATE_AUTO: detected (torch_candidate.h) */
 	struct eval_protocol protocol;
 	const char *arch;           /* NULL: detected */
 	bool no_build_cache;
@@ -47,6 +50,7 @@ struct eval_session {
 	struct bridge_opts bridge_opts;
 	bool bridge_started;
 	struct baseline_cache cache;
+	struct python_runtime *py;  /* probed on first use by a PyTorch-format candidate */
 	bool cache_open;
 	char python[256];
 	char device[16];

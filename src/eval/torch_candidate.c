@@ -1,0 +1,303 @@
+#include "eval/torch_candidate.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/fs.h"
+#include "util/proc.h"
+#include "util/str.h"
+
+#define PROBE_MAX_OUTPUT (64u << 10)
+#define REPORT_MAX_OUTPUT (4u << 20)
+
+static const char *const format_names[] = {"auto", "native", "workdir", "kernelbench"};
+
+const char *candidate_format_name(enum candidate_format f)
+{
+	return (unsigned)f < sizeof format_names / sizeof format_names[0] ? format_names[f] : "?";
+}
+
+int candidate_format_parse(const char *s, enum candidate_format *out, struct ca_diag *d)
+{
+	for (size_t i = 0; i < sizeof format_names / sizeof format_names[0]; i++)
+		if (strcmp(s, format_names[i]) == 0) {
+			*out = (enum candidate_format)i;
+			return 0;
+		}
+	return ca_fail(d, CA_ERR_INVALID,
+		       "unknown candidate format '%s' (auto, native, workdir or kernelbench)", s);
+}
+
+static bool dir_has(const char *dir, const char *name, bool want_dir)
+{
+	char path[PATH_MAX];
+	if (ca_path_join(path, sizeof path, dir, name))
+		return false;
+	return want_dir ? ca_is_dir(path) : ca_is_file(path);
+}
+
+int candidate_format_detect(const char *path, enum candidate_format *fmt, char *resolved,
+			    size_t resolved_size, struct ca_diag *d)
+{
+	enum candidate_format found;
+	bool is_dir = ca_is_dir(path);
+
+	char real[PATH_MAX];
+
+	if (!is_dir && !ca_is_file(path))
+		return ca_fail(d, CA_ERR_NOTFOUND, "candidate %s does not exist", path);
+	/* Absolute and without symlinks: the sandbox binds it at this path. */
+	if (!realpath(path, real) || ca_strlcpy(resolved, real, resolved_size))
+		return ca_fail(d, CA_ERR_NOTFOUND, "candidate %s: cannot resolve the path", path);
+	if (!is_dir)
+		found = CANDIDATE_KERNELBENCH;
+	else if (dir_has(path, "binding.cpp", false))
+		found = CANDIDATE_WORKDIR;
+	else if (dir_has(path, "kernels", true) && *fmt != CANDIDATE_KERNELBENCH)
+		found = CANDIDATE_NATIVE;
+	else if (dir_has(path, "model_new.py", false))
+		found = CANDIDATE_KERNELBENCH;
+	else
+		return ca_fail(d, CA_ERR_NOTFOUND,
+			       "%s is not a candidate: expected kernels/ (native), binding.cpp with "
+			       "model_new.py and kernels/ (CUDA-Agent workdir), or a .py file "
+			       "defining ModelNew (KernelBench)", path);
+	if (*fmt != CANDIDATE_AUTO && *fmt != found &&
+	    !(*fmt == CANDIDATE_NATIVE && is_dir && dir_has(path, "kernels", true)))
+		return ca_fail(d, CA_ERR_NOTFOUND, "%s does not look like a %s candidate (it looks "
+			       "like a %s one)", path, candidate_format_name(*fmt),
+			       candidate_format_name(found));
+	if (*fmt == CANDIDATE_AUTO)
+		*fmt = found;
+	if (*fmt == CANDIDATE_KERNELBENCH && is_dir &&
+	    ca_path_join(resolved, resolved_size, real, "model_new.py"))
+		return ca_fail(d, CA_ERR_LIMIT, "candidate path too long");
+	return 0;
+}
+
+/* Directories the sandbox shows anyway (sandbox.h: the fresh root's read-only system binds). */
+static bool system_visible(const char *p)
+{
+	static const char *const roots[] = {"/usr", "/etc", "/opt", "/bin", "/sbin", "/lib",
+					    "/lib32", "/lib64", "/libx32"};
+	for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+		size_t n = strlen(roots[i]);
+		if (strncmp(p, roots[i], n) == 0 && (p[n] == '\0' || p[n] == '/'))
+			return true;
+	}
+	return false;
+}
+
+static bool inside(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(p, dir, n) == 0 && (p[n] == '\0' || p[n] == '/' || dir[n - 1] == '/');
+}
+
+/* Adds dir unless the sandbox shows it already or a listed directory holds it; drops listed
+ * directories that dir holds. */
+static int add_dir(struct python_runtime *rt, const char *dir, struct ca_diag *d)
+{
+	char real[PATH_MAX];
+	if (!realpath(dir, real) || !ca_is_dir(real) || system_visible(real) ||
+	    strcmp(real, "/") == 0)
+		return 0;
+	for (int i = 0; i < rt->n_dirs; i++)
+		if (inside(real, rt->dirs[i]))
+			return 0;
+	for (int i = 0; i < rt->n_dirs;) {
+		if (inside(rt->dirs[i], real)) {
+			memmove(rt->dirs[i], rt->dirs[rt->n_dirs - 1], sizeof rt->dirs[i]);
+			rt->n_dirs--;
+		} else {
+			i++;
+		}
+	}
+	if (rt->n_dirs == PY_RUNTIME_MAX_DIRS)
+		return ca_fail(d, CA_ERR_LIMIT, "python: more than %d directories to show in the "
+			       "sandbox", PY_RUNTIME_MAX_DIRS);
+	ca_strlcpy(rt->dirs[rt->n_dirs++], real, sizeof rt->dirs[0]);
+	return 0;
+}
+
+static int add_dir_value(struct python_runtime *rt, const json_t *v, struct ca_diag *d)
+{
+	const char *s = json_string_value(v);
+	return s && s[0] == '/' ? add_dir(rt, s, d) : 0;
+}
+
+int python_runtime_probe(const char *python, struct python_runtime *rt, struct ca_diag *d)
+{
+	static const char script[] =
+		"import json, os, sys\n"
+		"print(json.dumps({'exe': sys.executable, 'prefix': sys.prefix,\n"
+		"                  'base_prefix': sys.base_prefix,\n"
+		"                  'path': [p for p in sys.path if p and os.path.isdir(p)]}))\n";
+	char root[PATH_MAX], pp_env[PATH_MAX + 16];
+	const char *env_add[] = {pp_env, "PYTHONDONTWRITEBYTECODE=1", NULL};
+	const char *argv[] = {python, "-c", script, NULL};
+	struct ca_run_opts ro = {.env_add = env_add, .timeout_s = 60.0,
+				 .stdout_cap = PROBE_MAX_OUTPUT};
+	struct ca_run_result res = {0};
+	json_t *obj = NULL, *path;
+	size_t i;
+	int rc;
+
+	memset(rt, 0, sizeof *rt);
+	if ((rc = ca_install_root(root, sizeof root, d)))
+		return rc;
+	if (snprintf(rt->package_dir, sizeof rt->package_dir, "%s/python", root) >=
+	    (int)sizeof rt->package_dir)
+		return ca_fail(d, CA_ERR_LIMIT, "install root path too long");
+	snprintf(pp_env, sizeof pp_env, "PYTHONPATH=%s", rt->package_dir);
+	if ((rc = ca_run(argv, &ro, &res, d)))
+		return ca_fail_prefix(d, rc, "cannot run %s", python);
+	if (res.timed_out || res.term_signal || res.exit_code != 0) {
+		char how[128];
+		ca_run_describe(&res, how, sizeof how);
+		rc = ca_fail(d, CA_ERR_CHILD, "%s failed (%s): %.200s", python, how,
+			     res.err ? res.err : "");
+		goto out;
+	}
+	obj = json_loads(res.out, 0, NULL);
+	if (!json_is_object(obj) || !json_is_string(json_object_get(obj, "exe")) ||
+	    json_string_value(json_object_get(obj, "exe"))[0] != '/') {
+		rc = ca_fail(d, CA_ERR_CHILD, "%s: unexpected answer to the runtime probe", python);
+		goto out;
+	}
+	ca_strlcpy(rt->exe, json_string_value(json_object_get(obj, "exe")), sizeof rt->exe);
+	if ((rc = add_dir(rt, rt->package_dir, d)) ||
+	    (rc = add_dir_value(rt, json_object_get(obj, "prefix"), d)) ||
+	    (rc = add_dir_value(rt, json_object_get(obj, "base_prefix"), d)))
+		goto out;
+	json_array_foreach(json_object_get(obj, "path"), i, path)
+		if ((rc = add_dir_value(rt, path, d)))
+			goto out;
+out:
+	json_decref(obj);
+	ca_run_result_free(&res);
+	return rc;
+}
+
+static int status_from(const char *s, enum build_status *out)
+{
+	static const struct {
+		const char *name;
+		enum build_status status;
+	} map[] = {{"ok", BUILD_OK},
+		   {"build.error", BUILD_COMPILE_ERROR},
+		   {"build.no_sources", BUILD_NO_SOURCES},
+		   {"build.timeout", BUILD_TIMEOUT}};
+	for (size_t i = 0; s && i < sizeof map / sizeof map[0]; i++)
+		if (strcmp(s, map[i].name) == 0) {
+			*out = map[i].status;
+			return 0;
+		}
+	return -1;
+}
+
+/* The last line of text that parses as a JSON object. */
+static json_t *last_json_line(char *text)
+{
+	json_t *found = NULL;
+	for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		json_t *obj = json_loads(line, 0, NULL);
+		if (json_is_object(obj)) {
+			json_decref(found);
+			found = obj;
+		} else {
+			json_decref(obj);
+		}
+	}
+	return found;
+}
+
+int torch_build_run(const char *python, const char *const *args, double timeout_s,
+		    struct build_result *res, json_t **modules, struct ca_diag *d)
+{
+	char root[PATH_MAX], pp_env[PATH_MAX + 32];
+	const char *env_add[] = {pp_env, "PYTHONDONTWRITEBYTECODE=1", NULL};
+	const char *argv[24];
+	struct ca_run_opts ro = {.env_add = env_add, .timeout_s = timeout_s,
+				 .stdout_cap = REPORT_MAX_OUTPUT};
+	struct ca_run_result run = {0};
+	json_t *rep = NULL, *v;
+	size_t n = 0, i;
+	int rc;
+
+	*modules = NULL;
+	if ((rc = ca_install_root(root, sizeof root, d)))
+		return rc;
+	snprintf(pp_env, sizeof pp_env, "PYTHONPATH=%s/python", root);
+	argv[n++] = python;
+	argv[n++] = "-m";
+	argv[n++] = "cuda_agent_bridge.torch_build";
+	for (i = 0; args[i]; i++) {
+		if (n + 2 > sizeof argv / sizeof argv[0])
+			return ca_fail(d, CA_ERR_LIMIT, "torch_build: too many arguments");
+		argv[n++] = args[i];
+	}
+	argv[n] = NULL;
+	if ((rc = ca_run(argv, &ro, &run, d)))
+		return ca_fail_prefix(d, rc, "cannot run torch_build with %s", python);
+	if (run.timed_out) {
+		res->status = BUILD_TIMEOUT;
+		snprintf(res->errors, sizeof res->errors, "the build took more than %.0f s",
+			 timeout_s);
+		res->seconds = run.seconds;
+		goto out;
+	}
+	rep = run.out ? last_json_line(run.out) : NULL;
+	if (!rep) {
+		char how[128];
+		ca_run_describe(&run, how, sizeof how);
+		rc = ca_fail(d, CA_ERR_CHILD, "torch_build gave no report (%s): %.300s", how,
+			     run.err ? run.err : "");
+		goto out;
+	}
+	if (status_from(json_string_value(json_object_get(rep, "status")), &res->status)) {
+		const char *msg = json_string_value(json_object_get(rep, "message"));
+		rc = ca_fail(d, CA_ERR_CHILD, "torch_build: %s",
+			     msg && msg[0] ? msg : "the build could not run");
+		goto out;
+	}
+	res->seconds = json_number_value(json_object_get(rep, "seconds"));
+	res->cached = json_is_true(json_object_get(rep, "cached"));
+	res->objects_compiled = (int)json_integer_value(json_object_get(rep, "units_compiled"));
+	res->objects_cached = (int)json_integer_value(json_object_get(rep, "units_cached"));
+	if (json_is_string(json_object_get(rep, "hash")))
+		ca_strlcpy(res->hash, json_string_value(json_object_get(rep, "hash")),
+			   sizeof res->hash);
+	if (json_is_string(json_object_get(rep, "arch")))
+		ca_strlcpy(res->arch, json_string_value(json_object_get(rep, "arch")),
+			   sizeof res->arch);
+	res->errors[0] = '\0';
+	json_array_foreach(json_object_get(rep, "errors"), i, v) {
+		const char *line = json_string_value(v);
+		size_t used = strlen(res->errors);
+		if (line && used + strlen(line) + 2 < sizeof res->errors)
+			snprintf(res->errors + used, sizeof res->errors - used, "%s\n", line);
+	}
+	if (!res->errors[0] && res->status != BUILD_OK) {
+		const char *msg = json_string_value(json_object_get(rep, "message"));
+		snprintf(res->errors, sizeof res->errors, "%s", msg ? msg : "the build failed");
+	}
+	if (res->status == BUILD_OK) {
+		json_t *mods = json_object_get(rep, "modules");
+		const char *lib = json_string_value(json_object_get(json_array_get(mods, 0),
+								    "library"));
+		if (!json_is_array(mods) || json_array_size(mods) == 0 || !lib) {
+			rc = ca_fail(d, CA_ERR_CHILD, "torch_build reported no module");
+			goto out;
+		}
+		ca_strlcpy(res->library, lib, sizeof res->library);
+		*modules = json_incref(mods);
+	}
+out:
+	json_decref(rep);
+	ca_run_result_free(&run);
+	return rc;
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# PyTorch-format candidates without a GPU: format detection, the workdir build through
+# torch_build (real nvcc and g++ with torch's headers, content-addressed units: a copy is fully
+# cached, one changed kernel recompiles one unit), the KernelBench build (load_inline calls
+# recorded in the sandbox, then built), and the errors: compiler errors with file:line, a file
+# that does not import, import-time code the sandbox forbids, refused flags, a format mismatch.
+# eval on this machine stops at env.no_gpu after the build. Prints "N passed, N failed" last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+build="${CA_BUILD:-$PWD/build}"
+cli="$build/cuda-agent"
+py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
+export CUDA_AGENT_PYTHON="$py"
+export CUDA_AGENT_CACHE="$(mktemp -d /tmp/ca-torchfmt-cache.XXXXXX)"
+tmp="$(mktemp -d /tmp/ca-torchfmt.XXXXXX)"
+trap 'rm -rf "$tmp" "$CUDA_AGENT_CACHE"' EXIT
+. tests/lib.sh
+
+# ---- the CUDA-Agent workdir (axpby): task and candidate in one directory
+wd="$tmp/axpby"
+cp -r examples/workdir/axpby "$wd"
+run "workdir compiles" 0 "$cli" compile --json "$wd"
+field "workdir: format and units" 'r["candidate"]["format"] == "workdir" and r["build"]["status"] == "ok" and r["build"]["units_compiled"] == 3 and r["build"]["library"].endswith("cuda_extension.so")'
+run "workdir compiles again" 0 "$cli" compile --json "$wd"
+field "workdir: fully cached" 'r["build"]["cached"] is True and r["build"]["units_compiled"] == 0'
+cp -r "$wd" "$tmp/axpby_copy"
+run "a copy elsewhere" 0 "$cli" compile --json "$tmp/axpby_copy"
+field "workdir copy: cached by content" 'r["build"]["units_compiled"] == 0'
+printf '\n// changed\n' >>"$tmp/axpby_copy/kernels/axpby.cu"
+run "one kernel changed" 0 "$cli" compile --json "$tmp/axpby_copy"
+field "workdir: one unit recompiled" 'r["build"]["units_compiled"] == 1 and r["build"]["units_cached"] == 2'
+"$py" -c "import json; r=json.load(open('$tmp/out')); print('     recompile after one kernel changed: %.2f s' % r['build']['seconds'])"
+sed -i 's/return /retrun /' "$tmp/axpby_copy/kernels/axpby.cu"
+run "workdir with a syntax error" 1 "$cli" compile --json "$tmp/axpby_copy"
+field "syntax error: build.error naming kernels/axpby.cu:line" 'r["reason"]["code"] == "build.error" and "kernels/axpby.cu:" in r["reason"]["message"] and r["compiled"] is False'
+run "eval without a GPU" 4 "$cli" eval --json "$wd" "$wd"
+field "eval: built, then env.no_gpu" 'r["reason"]["code"] == "env.no_gpu" and r["compiled"] is True and r["candidate"]["format"] == "workdir"'
+run "format mismatch" 1 "$cli" compile --json --format kernelbench "$wd"
+field "format mismatch: candidate.missing naming both formats" 'r["reason"]["code"] == "candidate.missing" and "kernelbench" in r["reason"]["message"] and "workdir" in r["reason"]["message"]'
+run "unknown format" 2 "$cli" compile --format triton "$wd"
+grep -q "auto, native, workdir or kernelbench" "$tmp/err" && ok "unknown format: one line naming the accepted ones" || bad "unknown format: one line naming the accepted ones" "$(head -c 300 "$tmp/err")"
+
+# ---- KernelBench files: our tree, imported
+store="$tmp/store"
+run "import our KernelBench tree" 0 "$cli" tasks import kernelbench --store "$store" examples/kernelbench/KernelBench
+relu="$store/kernelbench/level1/19_ReLU"
+run "load_inline candidate compiles" 0 "$cli" compile --json --task "$relu" examples/kernelbench/candidates/level1/19_ReLU.py
+field "kernelbench: recorded in the sandbox, then built" 'r["candidate"]["format"] == "kernelbench" and r["build"]["status"] == "ok" and r["seconds"]["record"] > 0 and r["build"]["units_compiled"] >= 1'
+run "load_inline candidate again" 0 "$cli" compile --json --task "$relu" examples/kernelbench/candidates/level1/19_ReLU.py
+field "kernelbench: cached" 'r["build"]["cached"] is True and r["build"]["units_compiled"] == 0'
+
+# A directory holding only model_new.py is a KernelBench candidate too.
+mkdir -p "$tmp/kbdir"
+cp examples/kernelbench/candidates/level1/19_ReLU.py "$tmp/kbdir/model_new.py"
+run "model_new.py in a directory" 0 "$cli" compile --json --task "$relu" "$tmp/kbdir"
+field "directory with model_new.py: kernelbench" 'r["candidate"]["format"] == "kernelbench" and r["build"]["cached"] is True'
+
+bad_cuda="$tmp/bad_cuda.py"
+"$py" - examples/kernelbench/candidates/level1/19_ReLU.py "$bad_cuda" <<'PY'
+import sys
+src = open(sys.argv[1]).read()
+i = src.index("__global__")
+open(sys.argv[2], "w").write(src[:i] + "this is not CUDA;\n" + src[i:])
+PY
+run "load_inline source with a compile error" 1 "$cli" compile --json --task "$relu" "$bad_cuda"
+field "inline compile error: build.error in cuda.cu with a line" 'r["reason"]["code"] == "build.error" and "cuda.cu:" in r["reason"]["message"]'
+
+printf 'import torch\nclass ModelNew(torch.nn.Module:\n    pass\n' >"$tmp/syntax.py"
+run "candidate file with a syntax error" 1 "$cli" compile --json --task "$relu" "$tmp/syntax.py"
+field "syntax error: candidate.load_failed with its line" 'r["reason"]["code"] == "candidate.load_failed" and "line 2" in r["reason"]["message"]'
+
+printf 'import torch\nfrom torch import nn\nclass Model2(nn.Module):\n    pass\n' >"$tmp/no_model_new.py"
+run "candidate without ModelNew" 1 "$cli" compile --json --task "$relu" "$tmp/no_model_new.py"
+field "no ModelNew: candidate.load_failed" 'r["reason"]["code"] == "candidate.load_failed" and "ModelNew" in r["reason"]["message"]'
+
+printf 'import os\nos.system("echo hi > /tmp/escaped")\nimport torch\nclass ModelNew(torch.nn.Module):\n    pass\n' >"$tmp/spawns.py"
+run "import-time code that starts a process" 1 "$cli" compile --json --task "$relu" "$tmp/spawns.py"
+field "starting a process at import: sandbox.violation" 'r["reason"]["code"] == "sandbox.violation"'
+
+"$py" - examples/kernelbench/candidates/level1/19_ReLU.py "$tmp/flags.py" <<'PY'
+import re, sys
+src = open(sys.argv[1]).read()
+src, n = re.subn(r"load_inline\(", "load_inline(extra_cuda_cflags=['-Xcompiler', '-wrapper', '-Xcompiler', 'sh,-c,touch /tmp/pwned'], ", src, count=1)
+src = re.sub(r",\s*extra_cuda_cflags=\[[^\]]*\]", "", src)  # drop the file's own, if any
+assert n == 1
+open(sys.argv[2], "w").write(src)
+PY
+run "load_inline with a flag that runs a program" 1 "$cli" compile --json --task "$relu" "$tmp/flags.py"
+field "refused flag: build.error" 'r["reason"]["code"] == "build.error" and "not allowed" in r["reason"]["message"]'
+
+finish
