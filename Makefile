@@ -19,7 +19,7 @@ CFLAGS   += -std=c17 $(WARNINGS) -fno-strict-aliasing
 LDLIBS   := -ljansson -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-CORE_DIRS := util tensor task build bridge eval store sandbox report bench
+CORE_DIRS := util tensor task build bridge eval store sandbox report bench workspace
 CORE_SRC  := $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
 CLI_SRC   := $(wildcard src/cli/*.c)
 WORKER_C  := $(wildcard src/worker/*.c)
@@ -127,6 +127,7 @@ test-integration: all
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/run.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/bench.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/torch_formats.sh
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/workspace.sh
 
 # The HTML report drawn by headless Chromium: its DOM and a screenshot checked against a fixture's
 # hand-computed numbers (tests/report; needs chromium, which scripts/setup.sh installs; no GPU).

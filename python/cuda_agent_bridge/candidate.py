@@ -277,17 +277,12 @@ def parse_plan(root: object) -> Plan:
 
 
 def load_plan(path: str) -> Plan:
+    from .capped import ReadError, read_json
+
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_PLAN_BYTES + 1)
-    except OSError as exc:
-        raise Fatal("worker.bad_plan", f"plan {path}: {exc.strerror}") from exc
-    if len(data) > MAX_PLAN_BYTES:
-        raise Fatal("worker.bad_plan", f"plan {path} is larger than {MAX_PLAN_BYTES} bytes")
-    try:
-        root = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise Fatal("worker.bad_plan", f"plan {path}: invalid JSON ({exc})") from exc
+        root = read_json(path, MAX_PLAN_BYTES)
+    except ReadError as exc:
+        raise Fatal("worker.bad_plan", f"plan: {exc.message}") from exc
     return parse_plan(root)
 
 

@@ -879,17 +879,13 @@ def build_inline(specs: list[dict[str, Any]], cache_dir: str, arch: str, jobs: i
 # ---- CLI ----------------------------------------------------------------------------------------
 
 def _read_specs(path: str) -> Any:
+    from .capped import ReadError, read_json
+
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_SPECS_FILE + 1)
-    except OSError as exc:
-        raise BuildFailure("build.internal", f"cannot read {path}: {exc.strerror}") from exc
-    if len(data) > MAX_SPECS_FILE:
-        raise BuildFailure("build.error", f"{path} exceeds {MAX_SPECS_FILE} bytes")
-    try:
-        obj = json.loads(data)
-    except ValueError as exc:
-        raise BuildFailure("build.internal", f"{path} is not JSON: {exc}") from exc
+        obj = read_json(path, MAX_SPECS_FILE)
+    except ReadError as exc:
+        raise BuildFailure("build.error" if exc.kind == "size" else "build.internal",
+                           exc.message) from exc
     if not isinstance(obj, dict) or not isinstance(obj.get("specs"), list):
         raise BuildFailure("build.internal", f'{path} must be {{"specs": [spec, ...]}}')
     return obj["specs"]

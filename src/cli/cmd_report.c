@@ -8,7 +8,6 @@
 #include "cli/commands.h"
 #include "report/report.h"
 
-enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_INTERNAL = 5 };
 
 static const char usage[] = "usage: cuda-agent report [options] RESULTS.jsonl...\n";
 

@@ -21,7 +21,6 @@
 #include "util/log.h"
 #include "util/str.h"
 
-enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_TASK = 3, EXIT_ENV = 4, EXIT_INTERNAL = 5 };
 
 static const char usage_all[] =
 	"usage: cuda-agent tasks import kernelbench DIR [options]\n"
@@ -549,23 +548,11 @@ out:
 
 int cmd_tasks(int argc, char **argv)
 {
-	const char *sub = argc > 1 ? argv[1] : NULL;
-	if (!sub) {
-		fprintf(stderr, "%s%s", usage_all, help_all);
-		return EXIT_USAGE;
-	}
-	if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
-		printf("%s%s", usage_all, help_all);
-		return EXIT_OK;
-	}
-	if (strcmp(sub, "import") == 0)
-		return tasks_import(argc - 1, argv + 1);
-	if (strcmp(sub, "list") == 0)
-		return tasks_list(argc - 1, argv + 1);
-	if (strcmp(sub, "show") == 0)
-		return tasks_show(argc - 1, argv + 1);
-	char shown[64];
-	fprintf(stderr, "cuda-agent: tasks: unknown subcommand '%s'\n%s",
-		ca_printable(shown, sub, sizeof shown), usage_all);
-	return EXIT_USAGE;
+	static const struct cli_subcommand subs[] = {
+		{"import", tasks_import},
+		{"list", tasks_list},
+		{"show", tasks_show},
+	};
+	return cli_dispatch("tasks", argc, argv, usage_all, help_all, subs,
+			    sizeof subs / sizeof subs[0]);
 }

@@ -5,8 +5,26 @@
 #ifndef CA_CLI_COMMANDS_H
 #define CA_CLI_COMMANDS_H
 
+#include <stddef.h>
+
+enum { EXIT_OK = 0, EXIT_CANDIDATE = 1, EXIT_USAGE = 2, EXIT_TASK = 3, EXIT_ENV = 4,
+       EXIT_INTERNAL = 5 };
+
+/* A command with subcommands (`tasks import|list|show`, `workspace new`): argv[1] picks one of
+ * subs (n of them), which runs with argv + 1; no subcommand prints usage + help to stderr
+ * (EXIT_USAGE), --help/-h/help to stdout (EXIT_OK), an unknown one a one-line error naming it
+ * and the usage (EXIT_USAGE). */
+struct cli_subcommand {
+	const char *name;
+	int (*run)(int argc, char **argv);
+};
+
+int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
+		 const char *help, const struct cli_subcommand *subs, size_t n);
+
 int cmd_tasks(int argc, char **argv);  /* tasks import|list|show (cmd_tasks.c) */
 int cmd_report(int argc, char **argv); /* report RESULTS.jsonl... (cmd_report.c) */
 int cmd_bench(int argc, char **argv);  /* bench TASKS CANDIDATES (cmd_bench.c) */
+int cmd_workspace_tool(int argc, char **argv); /* workspace new TASK DIR (cmd_workspace.c) */
 
 #endif

@@ -12,6 +12,7 @@
 #include "cli/options.h"
 #include "eval/eval.h"
 #include "util/log.h"
+#include "util/str.h"
 
 #define CA_VERSION "0.1.0"
 
@@ -31,6 +32,8 @@ static const char main_usage[] =
 	"                                workdirs, KernelBench ModelNew .py files\n"
 	"  tasks import|list|show        the task store: import KernelBench and Ops-6K tasks\n"
 	"  bench TASKS CANDIDATES        evaluate one candidate per task, resumable, with a report\n"
+	"  workspace new TASK DIR        lay out an agent's workspace: SKILL.md, INTERFACE.md,\n"
+	"                                model.py, a kernels/ template\n"
 	"  report RESULTS.jsonl...       the benchmark report (table, --html FILE)\n"
 	"  version                       print versions\n"
 	"\n"
@@ -69,6 +72,27 @@ static int parse_double(const char *s, double *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
+		 const char *help, const struct cli_subcommand *subs, size_t n)
+{
+	const char *sub = argc > 1 ? argv[1] : NULL;
+	char shown[64];
+	if (!sub) {
+		fprintf(stderr, "%s%s", usage, help);
+		return EXIT_USAGE;
+	}
+	if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
+		printf("%s%s", usage, help);
+		return EXIT_OK;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(sub, subs[i].name) == 0)
+			return subs[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "cuda-agent: %s: unknown subcommand '%s'\n%s", command,
+		ca_printable(shown, sub, sizeof shown), usage);
+	return EXIT_USAGE;
 }
 
 int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_line)
@@ -279,6 +303,8 @@ int main(int argc, char **argv)
 		return cmd_report(argc - 1, argv + 1);
 	if (strcmp(argv[1], "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);
+	if (strcmp(argv[1], "workspace") == 0)
+		return cmd_workspace_tool(argc - 1, argv + 1);
 	fprintf(stderr, "cuda-agent: unknown command '%s'\n%s", argv[1], main_usage);
 	return EXIT_USAGE;
 }

@@ -6,9 +6,9 @@
 #ifndef CA_CLI_OPTIONS_H
 #define CA_CLI_OPTIONS_H
 
+#include "cli/commands.h"
 #include "eval/eval.h"
 
-enum { EXIT_CANDIDATE = 1, EXIT_USAGE = 2, EXIT_TASK = 3, EXIT_ENV = 4, EXIT_INTERNAL = 5 };
 
 struct cli {
 	struct eval_opts opts;
