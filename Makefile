@@ -16,10 +16,10 @@ WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wconversion $
 CPPFLAGS := -D_GNU_SOURCE -Isrc -I$(BUILD)/include -MMD -MP
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c17 $(WARNINGS) -fno-strict-aliasing
-LDLIBS   := -ljansson -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
+LDLIBS   := -ljansson -lcurl -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-CORE_DIRS := util tensor task build bridge eval store sandbox report bench workspace
+CORE_DIRS := util tensor task build bridge eval store sandbox report bench workspace agent
 CORE_SRC  := $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
 CLI_SRC   := $(wildcard src/cli/*.c)
 WORKER_C  := $(wildcard src/worker/*.c)
@@ -33,6 +33,9 @@ ASAN_CORE := $(CORE_SRC:%.c=$(BUILD)/asan/%.o)
 WORKER_OBJ := $(WORKER_C:%.c=$(BUILD)/obj/%.o) $(WORKER_CU:%.cu=$(BUILD)/obj/%.cu.o)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_BIN  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+# Agent tests against the scripted OpenAI-compatible server (tests/agent/test_*.c; python3, no
+# GPU): built and run with the unit tests.
+UNIT_BIN  += $(patsubst tests/agent/%.c,$(BUILD)/tests/agent/%,$(wildcard tests/agent/test_*.c))
 
 HAVE_NVCC := $(shell test -x "$(NVCC)" && echo yes)
 CUDA_LIBDIRS := $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib $(CUDA_HOME)/extras/CUPTI/lib64
@@ -96,6 +99,9 @@ $(BUILD)/asan/libca.a: $(ASAN_CORE)
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/asan/libca.a | headers
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(SAN) -o $@ $< $(BUILD)/asan/libca.a -lcmocka $(LDLIBS)
+$(BUILD)/tests/agent/%: tests/agent/%.c $(BUILD)/asan/libca.a | headers
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(SAN) -o $@ $< $(BUILD)/asan/libca.a -lcmocka $(LDLIBS)
 
 # The safetensors cross-check with Python runs when $(PYTHON) has torch and safetensors (the
 # venv of scripts/setup.sh); otherwise that one test is skipped and says so.
@@ -128,6 +134,7 @@ test-integration: all
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/bench.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/torch_formats.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/workspace.sh
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/agent/solve.sh
 
 # The HTML report drawn by headless Chromium: its DOM and a screenshot checked against a fixture's
 # hand-computed numbers (tests/report; needs chromium, which scripts/setup.sh installs; no GPU).
@@ -157,6 +164,7 @@ $(BUILD)/.gpu-ready:
 test-gpu: | $(BUILD)/.gpu-ready
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/gpu/run.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/gpu/torch_formats.sh
+	CA_GPU=1 CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/agent/solve.sh
 
 # The fault suite (tests/faults): crashes, hangs, exhaustion and escapes, each followed by a good
 # evaluation on the same GPU; sandboxed by default (FAULT_EVAL_FLAGS).

@@ -1,5 +1,11 @@
-# Shared helpers of the shell test suites (tests/integration, tests/gpu). Source it after setting
-# $tmp (a scratch directory) and $py (a python3 for JSON assertions).
+# Shared helpers of the shell test suites (tests/integration, tests/gpu, tests/agent, ...).
+# Source it from the repository root after setting $tmp (a scratch directory). It sets $build
+# (CA_BUILD, else ./build), $cli (the cuda-agent binary) and $py (PYTHON, else
+# CUDA_AGENT_PYTHON, else python3; exported as CUDA_AGENT_PYTHON for the bridge).
+build="${CA_BUILD:-$PWD/build}"
+cli="$build/cuda-agent"
+py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
+export CUDA_AGENT_PYTHON="$py"
 passed=0
 failed=0
 

@@ -27,25 +27,6 @@ static const char bench_usage[] =
 	"\n"
 	"evaluation (every task is evaluated as `cuda-agent eval` does)";
 
-/* If argv[*i] is `name VALUE` or `name=VALUE`, the value (advancing *i past it), else NULL;
- * *missing is set (never cleared) when the name matches but no value follows. */
-static const char *option_value(int argc, char **argv, int *i, const char *name, bool *missing)
-{
-	size_t len = strlen(name);
-	const char *a = argv[*i];
-	if (strncmp(a, name, len) != 0)
-		return NULL;
-	if (a[len] == '=')
-		return a[len + 1] ? a + len + 1 : (*missing = true, NULL);
-	if (a[len] != '\0')
-		return NULL;
-	if (*i + 1 >= argc || !argv[*i + 1][0]) {
-		*missing = true;
-		return NULL;
-	}
-	return argv[++*i];
-}
-
 /* Takes the bench-only options out of argv (in place); the rest goes to the shared parser. */
 static int take_bench_options(int *argc, char **argv, struct bench_opts *b)
 {
@@ -60,11 +41,11 @@ static int take_bench_options(int *argc, char **argv, struct bench_opts *b)
 		}
 		if (strcmp(argv[i], "--fresh") == 0) {
 			b->fresh = true;
-		} else if ((v = option_value(*argc, argv, &i, "--out", &missing))) {
+		} else if ((v = cli_option_value(*argc, argv, &i, "--out", &missing))) {
 			b->out_dir = v;
-		} else if ((v = option_value(*argc, argv, &i, "--title", &missing))) {
+		} else if ((v = cli_option_value(*argc, argv, &i, "--title", &missing))) {
 			b->title = v;
-		} else if ((v = option_value(*argc, argv, &i, "--jobs", &missing))) {
+		} else if ((v = cli_option_value(*argc, argv, &i, "--jobs", &missing))) {
 			char *end = NULL;
 			long n = strtol(v, &end, 10);
 			if (*end || n < 1 || n > BENCH_MAX_JOBS) {

@@ -32,6 +32,8 @@ static const char main_usage[] =
 	"                                workdirs, KernelBench ModelNew .py files\n"
 	"  tasks import|list|show        the task store: import KernelBench and Ops-6K tasks\n"
 	"  bench TASKS CANDIDATES        evaluate one candidate per task, resumable, with a report\n"
+	"  solve TASK --llm-url URL --model NAME\n"
+	"                                an LLM agent writes, verifies and tunes the kernels\n"
 	"  workspace new TASK DIR        lay out an agent's workspace: SKILL.md, INTERFACE.md,\n"
 	"                                model.py, a kernels/ template\n"
 	"  report RESULTS.jsonl...       the benchmark report (table, --html FILE)\n"
@@ -72,6 +74,25 @@ static int parse_double(const char *s, double *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/* If argv[*i] is `name VALUE` or `name=VALUE`, the value (advancing *i past it), else NULL;
+ * *missing is set (never cleared) when the name matches but no value follows. */
+const char *cli_option_value(int argc, char **argv, int *i, const char *name, bool *missing)
+{
+	size_t len = strlen(name);
+	const char *a = argv[*i];
+	if (strncmp(a, name, len) != 0)
+		return NULL;
+	if (a[len] == '=')
+		return a[len + 1] ? a + len + 1 : (*missing = true, NULL);
+	if (a[len] != '\0')
+		return NULL;
+	if (*i + 1 >= argc || !argv[*i + 1][0]) {
+		*missing = true;
+		return NULL;
+	}
+	return argv[++*i];
 }
 
 int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
@@ -303,6 +324,8 @@ int main(int argc, char **argv)
 		return cmd_report(argc - 1, argv + 1);
 	if (strcmp(argv[1], "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);
+	if (strcmp(argv[1], "solve") == 0)
+		return cmd_solve(argc - 1, argv + 1);
 	if (strcmp(argv[1], "workspace") == 0)
 		return cmd_workspace_tool(argc - 1, argv + 1);
 	fprintf(stderr, "cuda-agent: unknown command '%s'\n%s", argv[1], main_usage);

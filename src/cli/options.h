@@ -20,4 +20,9 @@ struct cli {
 
 int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_line);
 
+/* For commands that take their own options out of argv before cli_parse_options (bench,
+ * solve): if argv[*i] is `name VALUE` or `name=VALUE`, the value (advancing *i past it), else
+ * NULL; *missing is set (never cleared) when the name matches but no value follows. */
+const char *cli_option_value(int argc, char **argv, int *i, const char *name, bool *missing);
+
 #endif

@@ -138,6 +138,7 @@ struct plan {
 	size_t n_owned, cap_owned;
 	char tmp_opts[64], shm_opts[64], root_opts[64];
 	const char *tmp_dir, *shm_dir; /* scratch directories bound at /tmp, /dev/shm; or NULL */
+	bool no_gpu;                   /* opts->no_gpu: no /dev/nvidia* binds */
 	char *exec_path;               /* argv[0] in a page of its own (see seccomp.c); or NULL */
 	size_t exec_map_len;
 	const char *cwd;
@@ -288,8 +289,9 @@ static int plan_system(struct plan *p)
 						   .optional = true})))
 			return rc;
 	/* Every /dev/nvidia* node (nvidia0.., nvidiactl, nvidia-uvm, nvidia-uvm-tools,
-	 * nvidia-modeset) and the /dev/nvidia-caps directory: CUDA opens them. */
-	DIR *dir = opendir("/dev");
+	 * nvidia-modeset) and the /dev/nvidia-caps directory: CUDA opens them. None with
+	 * opts->no_gpu. */
+	DIR *dir = p->no_gpu ? NULL : opendir("/dev");
 	if (dir) {
 		struct dirent *e;
 		size_t count = 0;
@@ -1404,6 +1406,7 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	p->cgroup_ns = !(dis & SANDBOX_BIT(SANDBOX_CGROUP_NS));
 	p->tmp_dir = o->tmp_dir;
 	p->shm_dir = o->shm_dir;
+	p->no_gpu = o->no_gpu;
 	p->in_fd = p->out_fd = p->err_fd = p->sock = -1;
 	rep->uid = p->uid;
 	rep->gid = p->gid;
@@ -1426,12 +1429,14 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	if (!(dis & SANDBOX_BIT(SANDBOX_SECCOMP))) {
 		struct ca_diag sd = {{0}};
 		int rules = 0;
-		if (map_exec_path(p, argv[0]) != 0) {
+		/* with allow_processes execve is not pinned: the child execs argv[0] itself */
+		if (!o->allow_processes && map_exec_path(p, argv[0]) != 0) {
 			rc = ca_fail(d, CA_ERR_NOMEM, "sandbox: mmap: %s", strerror(errno));
 			goto fail;
 		}
-		if (sandbox_seccomp_build((uint64_t)(uintptr_t)p->exec_path, &p->filter,
-					  &p->filter_len, &rules, &sd) == 0) {
+		if (sandbox_seccomp_build_opts((uint64_t)(uintptr_t)p->exec_path,
+					       o->allow_processes, &p->filter, &p->filter_len,
+					       &rules, &sd) == 0) {
 			p->seccomp = true;
 			rep->seccomp_rules = rules;
 		} else {

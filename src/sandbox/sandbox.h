@@ -8,8 +8,8 @@
  *   mount_ns, pid_ns, net_ns (no interfaces, lo down), ipc_ns, uts_ns, cgroup_ns
  *   filesystem   a fresh read-only root (tmpfs + pivot_root) holding read-only binds of /usr,
  *                /etc, /opt, /lib*, /bin, /sbin, a minimal /dev (null, zero, random, urandom,
- *                full, every /dev/nvidia* node), a fresh /proc for the PID namespace (CUDA
- *                needs it), a fresh read-only /sys, at /tmp and /dev/shm either a private
+ *                full, every /dev/nvidia* node unless opts->no_gpu), a fresh /proc for
+ *                the PID namespace (CUDA needs it), a fresh read-only /sys, at /tmp and /dev/shm either a private
  *                size-capped tmpfs or the caller's scratch directories (opts->tmp_dir,
  *                shm_dir: see "Scratch"), and the caller's binds. Nothing else of the host is
  *                visible.
@@ -23,7 +23,8 @@
  *                userfaultfd, io_uring, handle syscalls, socket() of any family but AF_UNIX,
  *                process creation (fork, vfork, clone() without CLONE_THREAD; threads are
  *                fine), clone() with a CLONE_NEW* flag, execveat, execve() other than the
- *                sandbox's own exec of argv[0], other ABIs; clone3() fails with ENOSYS so that
+ *                sandbox's own exec of argv[0] (process creation and exec are allowed with
+ *                opts->allow_processes, for a shell), other ABIs; clone3() fails with ENOSYS so that
  *                libc falls back to clone(). Installed last, right before execve.
  *
  * A layer this machine cannot provide (no user namespaces, no cgroup v2, ...) is reported off
@@ -142,6 +143,14 @@ struct sandbox_opts {
 				  * user_ns, net_ns, ipc_ns, uts_ns, cgroup_ns, rlimits, cgroup,
 				  * seccomp; the others are always attempted */
 	bool strict;             /* fail (CA_ERR_UNSUPPORTED) if an attempted layer is off */
+	/* No GPU: the /dev/nvidia* nodes (and /dev/nvidia-caps) are not bound, so nothing inside
+	 * can open the driver (the agent's bash tool, src/agent/tools.h). Default false: bound. */
+	bool no_gpu;
+	/* A shell: the seccomp filter (otherwise unchanged) lets process creation through: fork,
+	 * vfork, clone() without CLONE_THREAD, execve of any path and execveat. clone() with a
+	 * CLONE_NEW* flag, clone3 (ENOSYS) and everything else stay as described above. Default
+	 * false: one program, threads only, no exec after the sandbox's own. */
+	bool allow_processes;
 	double setup_timeout_s;  /* limit on the sandbox setup before execve; 0: 30 s */
 };
 
@@ -237,5 +246,12 @@ json_t *sandbox_report_json(const struct sandbox_report *rep);
 struct sock_filter;
 int sandbox_seccomp_build(uint64_t exec_path, struct sock_filter **filter, unsigned short *len,
 			  int *rules, struct ca_diag *d);
+/* The same with sandbox_opts.allow_processes: when allow_processes is true, fork, vfork,
+ * execveat and clone() without CLONE_THREAD are not killed and exec_path must be 0 (execve is
+ * not restricted); every other rule is the same. sandbox_seccomp_build(...) is
+ * sandbox_seccomp_build_opts(exec_path, false, ...). */
+int sandbox_seccomp_build_opts(uint64_t exec_path, bool allow_processes,
+			       struct sock_filter **filter, unsigned short *len, int *rules,
+			       struct ca_diag *d);
 
 #endif

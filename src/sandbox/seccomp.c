@@ -11,7 +11,9 @@
  *   - execve(): killed unless its path argument is the exact pointer `exec_path` (the sandbox's
  *     own exec of the program, from a page the supervisor mapped at a random address for the
  *     spawn; the program, after exec, neither has that page nor can read the filter to learn
- *     where it was). A program that guesses wrong is killed on its first try. */
+ *     where it was). A program that guesses wrong is killed on its first try.
+ * With allow_processes (a shell: the agent's bash tool) fork, vfork, execveat, clone() without
+ * CLONE_THREAD and execve are not killed; the rest is the same. */
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
@@ -56,8 +58,22 @@ static const unsigned long clone_ns_flags[] = {
 
 #define FILTER_MAX_BYTES (256u << 10)
 
+/* Process creation and exec, allowed with allow_processes (a shell). */
+static bool process_syscall(const char *name)
+{
+	return strcmp(name, "fork") == 0 || strcmp(name, "vfork") == 0 ||
+	       strcmp(name, "execveat") == 0;
+}
+
 int sandbox_seccomp_build(uint64_t exec_path, struct sock_filter **filter, unsigned short *len,
 			  int *rules, struct ca_diag *d)
+{
+	return sandbox_seccomp_build_opts(exec_path, false, filter, len, rules, d);
+}
+
+int sandbox_seccomp_build_opts(uint64_t exec_path, bool allow_processes,
+			       struct sock_filter **filter, unsigned short *len, int *rules,
+			       struct ca_diag *d)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	const uint32_t kill = SCMP_ACT_KILL_PROCESS;
@@ -70,6 +86,12 @@ int sandbox_seccomp_build(uint64_t exec_path, struct sock_filter **filter, unsig
 	*rules = 0;
 	if (!ctx)
 		return ca_fail(d, CA_ERR_NOMEM, "seccomp_init failed");
+	if (allow_processes && exec_path) {
+		rc = ca_fail(d, CA_ERR_INVALID,
+			     "seccomp: allow_processes leaves execve unrestricted (exec_path must "
+			     "be 0)");
+		goto out;
+	}
 	/* A syscall of another ABI (i386 int 0x80, x32) would dodge every rule below. */
 	if ((e = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, kill)) != 0) {
 		rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot set the bad-arch action: %s",
@@ -77,6 +99,8 @@ int sandbox_seccomp_build(uint64_t exec_path, struct sock_filter **filter, unsig
 		goto out;
 	}
 	for (const char *const *name = kill_names; *name; name++) {
+		if (allow_processes && process_syscall(*name))
+			continue;
 		int nr = seccomp_syscall_resolve_name(*name);
 		if (nr == __NR_SCMP_ERROR)
 			continue; /* unknown to this libseccomp: the kernel may not have it either
@@ -117,12 +141,14 @@ int sandbox_seccomp_build(uint64_t exec_path, struct sock_filter **filter, unsig
 					  .op = SCMP_CMP_MASKED_EQ,
 					  .datum_a = (scmp_datum_t)CLONE_THREAD,
 					  .datum_b = 0};
-	if ((e = seccomp_rule_add_array(ctx, kill, SCMP_SYS(clone), 1, &no_thread)) != 0) {
-		rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot add the clone rule: %s",
-			     strerror(-e));
-		goto out;
+	if (!allow_processes) {
+		if ((e = seccomp_rule_add_array(ctx, kill, SCMP_SYS(clone), 1, &no_thread)) != 0) {
+			rc = ca_fail(d, CA_ERR_UNSUPPORTED,
+				     "seccomp: cannot add the clone rule: %s", strerror(-e));
+			goto out;
+		}
+		n++;
 	}
-	n++;
 	/* execve: only the sandbox's own, recognized by its path pointer */
 	if (exec_path) {
 		struct scmp_arg_cmp other_path = {.arg = 0,

@@ -26,9 +26,6 @@ done
 [ -d "$suite" ] || suite="$here/../../$suite"
 suite="$(cd "$suite" && pwd)"
 cd "$here/../.." || exit 1
-build="${CA_BUILD:-$PWD/build}"
-cli="$build/cuda-agent"
-py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
 if [ -d "$suite/honest" ] || [ -d "$suite/cheats" ]; then prefix=ADV; else prefix=FAULT; fi
 var="${prefix}_JOBS"
 jobs="${!var:-$(nproc 2>/dev/null || echo 2)}"

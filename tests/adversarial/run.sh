@@ -43,10 +43,6 @@ done
 [ -d "$suite" ] || suite="$here/../../$suite"
 suite="$(cd "$suite" && pwd)"
 cd "$here/../.." || exit 1
-build="${CA_BUILD:-$PWD/build}"
-cli="$build/cuda-agent"
-py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
-export CUDA_AGENT_PYTHON="$py"
 tmp="$(mktemp -d /tmp/ca-suite.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=tests/lib.sh

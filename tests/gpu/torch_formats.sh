@@ -5,10 +5,6 @@
 # figures it measured and "N passed, N failed" last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-build="${CA_BUILD:-$PWD/build}"
-cli="$build/cuda-agent"
-py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
-export CUDA_AGENT_PYTHON="$py"
 tmp="$(mktemp -d /tmp/ca-torch.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 results="${OUT:-$tmp}/torch_results.jsonl"

@@ -3,10 +3,6 @@
 # real result JSON. Prints "N passed, N failed" last; exits nonzero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-build="${CA_BUILD:-$PWD/build}"
-cli="$build/cuda-agent"
-py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
-export CUDA_AGENT_PYTHON="$py"
 export CUDA_AGENT_CACHE="$(mktemp -d /tmp/ca-it-cache.XXXXXX)"
 data=tests/data/candidates
 tmp="$(mktemp -d /tmp/ca-it.XXXXXX)"

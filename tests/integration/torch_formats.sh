@@ -7,10 +7,6 @@
 # eval on this machine stops at env.no_gpu after the build. Prints "N passed, N failed" last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-build="${CA_BUILD:-$PWD/build}"
-cli="$build/cuda-agent"
-py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
-export CUDA_AGENT_PYTHON="$py"
 export CUDA_AGENT_CACHE="$(mktemp -d /tmp/ca-torchfmt-cache.XXXXXX)"
 tmp="$(mktemp -d /tmp/ca-torchfmt.XXXXXX)"
 trap 'rm -rf "$tmp" "$CUDA_AGENT_CACHE"' EXIT

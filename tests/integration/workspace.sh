@@ -9,10 +9,6 @@
 # Prints "N passed, N failed" last; exits nonzero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-build="${CA_BUILD:-$PWD/build}"
-cli="$build/cuda-agent"
-py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
-export CUDA_AGENT_PYTHON="$py"
 export CUDA_AGENT_CACHE="$(mktemp -d /tmp/ca-ws-cache.XXXXXX)"
 tmp="$(mktemp -d /tmp/ca-ws.XXXXXX)"
 trap 'rm -rf "$tmp" "$CUDA_AGENT_CACHE"' EXIT

@@ -12,9 +12,6 @@
 # last; exits nonzero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-build="${CA_BUILD:-$PWD/build}"
-cli="$build/cuda-agent"
-py="${PYTHON:-${CUDA_AGENT_PYTHON:-python3}}"
 here=tests/report
 fixture="$here/fixture.jsonl"
 expect="$here/fixture.expect.json"

@@ -646,6 +646,26 @@ static void test_seccomp(void **state)
 	    /* the exec replaced the helper, which then ran "pid" and ended */
 	    strstr(out, "exec ") || !strstr(out, "\npid ") || !strstr(out, "\nend"))
 		fail_msg("without the filter: signal %d: %s", fate.term_signal, out);
+
+	/* allow_processes (a shell, the agent's bash tool): the filter is on, process creation
+	 * and exec pass, and the escape routes are still killed */
+	o.disable = 0;
+	o.allow_processes = true;
+	const char *shell_procs[] = {"rawfork", "vfork", "fork", "2", "exec", NULL};
+	assert_int_equal(run_helper(&o, shell_procs, out, sizeof out, &fate, &d), 0);
+	if (fate.term_signal != 0 || !strstr(out, "rawfork ok 3\n") ||
+	    !strstr(out, "vfork ok 4\n") || !strstr(out, "fork 2 none\n") ||
+	    strstr(out, "exec ") || !strstr(out, "\npid ") || !strstr(out, "\nend"))
+		fail_msg("allow_processes: signal %d: %s", fate.term_signal, out);
+	static const char *const still_killed[] = {"ptrace", "unshare", "inet", "clonens",
+						   "mount"};
+	for (size_t i = 0; i < sizeof still_killed / sizeof still_killed[0]; i++) {
+		const char *cmds[] = {"pid", still_killed[i], NULL};
+		assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
+		if (fate.term_signal != SIGSYS)
+			fail_msg("allow_processes, %s: expected SIGSYS, got signal %d: %s",
+				 still_killed[i], fate.term_signal, out);
+	}
 }
 
 static void test_identity_and_env(void **state)
@@ -1309,6 +1329,17 @@ static void test_seccomp_filter_builds(void **state)
 	assert_int_equal(sandbox_seccomp_build(0x7f0000001000ull, &f, &len, &rules_pinned, &d), 0);
 	assert_int_equal(rules_pinned, rules + 1);
 	free(f);
+	/* allow_processes (a shell): fork, vfork, execveat and clone-without-CLONE_THREAD are
+	 * not killed (4 rules fewer), and a pinned exec pointer makes no sense with it */
+	int rules_proc = 0;
+	assert_int_equal(sandbox_seccomp_build_opts(0, true, &f, &len, &rules_proc, &d), 0);
+	assert_int_equal(rules_proc, rules - 4);
+	free(f);
+	f = NULL;
+	assert_int_equal(sandbox_seccomp_build_opts(0x7f0000001000ull, true, &f, &len,
+						    &rules_proc, &d),
+			 CA_ERR_INVALID);
+	assert_null(f);
 }
 
 /* The real GPU worker starts inside the sandbox: its binary and shared libraries (CUDA
