@@ -172,6 +172,40 @@ static int scan(struct run *r, const char *dir, const char *key, int depth, stru
 	return rc;
 }
 
+int bench_list_tasks(const char *tasks_dir, char ***keys, char ***dirs, size_t *n,
+		     struct ca_diag *d)
+{
+	struct bench_opts bo = {.tasks_dir = tasks_dir};
+	struct run r = {.o = &bo};
+	int rc = scan(&r, tasks_dir, "", 0, d);
+	char **k = rc ? NULL : calloc(r.n + 1, sizeof *k);
+	char **t = rc ? NULL : calloc(r.n + 1, sizeof *t);
+
+	*keys = *dirs = NULL;
+	*n = 0;
+	if (!rc && (!k || !t))
+		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory listing tasks");
+	for (size_t i = 0; i < r.n; i++) {
+		if (!rc) {
+			k[i] = r.items[i].key;
+			t[i] = r.items[i].task_dir;
+		} else {
+			free(r.items[i].key);
+			free(r.items[i].task_dir);
+		}
+	}
+	free(r.items);
+	if (rc) {
+		free(k);
+		free(t);
+		return rc;
+	}
+	*keys = k;
+	*dirs = t;
+	*n = r.n;
+	return 0;
+}
+
 /* ---- fingerprints -------------------------------------------------------------------------- */
 
 /* The candidate's kernels/ files (names relative to it, and bytes), recursively, sorted. */

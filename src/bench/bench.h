@@ -59,6 +59,12 @@ struct bench_summary {
 	double seconds;
 };
 
+/* The task directories under tasks_dir, found as bench finds them (above): keys[i] relative to
+ * tasks_dir ("level1/19_ReLU"), dirs[i] the directory; both arrays and their strings are owned
+ * by the caller (ca_free_names(keys, n), ca_free_names(dirs, n)). */
+int bench_list_tasks(const char *tasks_dir, char ***keys, char ***dirs, size_t *n,
+		     struct ca_diag *d);
+
 /* 0 when the run went through its list (the results may still be failures), CA_ERR_INTERRUPTED
  * when stopped by a signal, another negative code when it could not run (no tasks, unwritable
  * out_dir, a broken store). */

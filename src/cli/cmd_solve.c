@@ -6,13 +6,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <limits.h>
+#include <pthread.h>
+#include <unistd.h>
+
 #include "agent/loop.h"
+#include "bench/bench.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "util/clock.h"
+#include "util/fs.h"
 #include "util/log.h"
+#include "util/proc.h"
 
 static const char solve_usage[] =
 	"usage: cuda-agent solve [options] TASK --llm-url URL --model NAME\n"
+	"       cuda-agent solve [options] --batch TASKS --out DIR [--concurrency N] --llm-url URL\n"
+	"                        --model NAME\n"
 	"\n"
 	"Runs an LLM as a CUDA engineer on TASK (a directory with model.py): it gets a workspace\n"
 	"(cuda-agent workspace new), SKILL.md and the interface, and works through tool calls\n"
@@ -39,10 +49,20 @@ static const char solve_usage[] =
 	"                         continued)\n"
 	"  --trajectory FILE      the trajectory (default WORKSPACE/trajectory.jsonl)\n"
 	"\n"
+	"batch mode: every task under TASKS (a directory holding model.py, e.g. an imported\n"
+	"store) is solved by its own `cuda-agent solve` process, at most N at once, with\n"
+	"OUT/<task>/workspace, OUT/<task>/trajectory.jsonl and OUT/<task>/result.json; each\n"
+	"result is also appended to OUT/results.jsonl (for `cuda-agent report`). A task with a\n"
+	"result.json is skipped, so running the same command again resumes. Progress on stderr.\n"
+	"  --batch TASKS          the task tree\n"
+	"  --out DIR              where workspaces, trajectories and results go (default solve-out)\n"
+	"  --concurrency N        tasks at once (default 1: their evaluations share the GPU)\n"
+	"\n"
 	"evaluation (compile/verify/profile and the final evaluation, as `cuda-agent eval`)";
 
 struct solve_args {
-	const char *url, *model, *key_env, *workspace, *trajectory;
+	const char *url, *model, *key_env, *workspace, *trajectory, *batch, *out;
+	long concurrency;
 	double temperature, llm_timeout, bash_timeout;
 	long max_tokens, max_turns, context_tokens, retries;
 };
@@ -74,6 +94,7 @@ static int take_solve_options(int *argc, char **argv, struct solve_args *a)
 		{"--max-turns", 1, 100000, offsetof(struct solve_args, max_turns), true},
 		{"--context-tokens", 1000, 100000000, offsetof(struct solve_args, context_tokens), true},
 		{"--retries", 0, 100, offsetof(struct solve_args, retries), true},
+		{"--concurrency", 1, 256, offsetof(struct solve_args, concurrency), true},
 	};
 	static const struct {
 		const char *name;
@@ -84,6 +105,8 @@ static int take_solve_options(int *argc, char **argv, struct solve_args *a)
 		{"--api-key-env", offsetof(struct solve_args, key_env)},
 		{"--workspace", offsetof(struct solve_args, workspace)},
 		{"--trajectory", offsetof(struct solve_args, trajectory)},
+		{"--batch", offsetof(struct solve_args, batch)},
+		{"--out", offsetof(struct solve_args, out)},
 	};
 	int out = 1;
 	for (int i = 1; i < *argc; i++) {
@@ -122,6 +145,209 @@ static int take_solve_options(int *argc, char **argv, struct solve_args *a)
 	return 0;
 }
 
+/* ---- batch mode ---------------------------------------------------------------------------- */
+
+#define BATCH_MAX_ARGS 128
+
+struct batch {
+	const char *self, *out;
+	const char *const *fwd; /* the options every child gets */
+	size_t nfwd;
+	char **keys, **dirs;
+	size_t n, next, done, skipped, failed;
+	double t0, spent;
+	pthread_mutex_t lock;
+	FILE *results;
+};
+
+static void *batch_worker(void *arg)
+{
+	struct batch *b = arg;
+	for (;;) {
+		char ws[PATH_MAX], traj[PATH_MAX], res_path[PATH_MAX], dir[PATH_MAX];
+		const char *argv[BATCH_MAX_ARGS + 16];
+		struct ca_run_opts ro = {.stdout_cap = 64u << 20, .stderr_cap = 4096};
+		struct ca_run_result rr = {0};
+		struct ca_diag d = {{0}};
+		size_t i, a = 0;
+
+		pthread_mutex_lock(&b->lock);
+		i = b->next++;
+		pthread_mutex_unlock(&b->lock);
+		if (i >= b->n)
+			return NULL;
+		if (snprintf(dir, sizeof dir, "%s/%s", b->out, b->keys[i]) >= (int)sizeof dir ||
+		    snprintf(ws, sizeof ws, "%s/workspace", dir) >= (int)sizeof ws ||
+		    snprintf(traj, sizeof traj, "%s/trajectory.jsonl", dir) >= (int)sizeof traj ||
+		    snprintf(res_path, sizeof res_path, "%s/result.json", dir) >=
+			    (int)sizeof res_path)
+			continue;
+		if (ca_is_file(res_path)) {
+			pthread_mutex_lock(&b->lock);
+			b->skipped++;
+			pthread_mutex_unlock(&b->lock);
+			continue;
+		}
+		double t0 = ca_now();
+		argv[a++] = b->self;
+		argv[a++] = "solve";
+		for (size_t k = 0; k < b->nfwd; k++)
+			argv[a++] = b->fwd[k];
+		argv[a++] = "--json";
+		argv[a++] = "-q";
+		argv[a++] = "--workspace";
+		argv[a++] = ws;
+		argv[a++] = "--trajectory";
+		argv[a++] = traj;
+		argv[a++] = b->dirs[i];
+		argv[a] = NULL;
+		int rc = ca_mkdirs(dir, 0755, &d);
+		if (!rc)
+			rc = ca_run(argv, &ro, &rr, &d);
+		double secs = ca_now() - t0;
+		json_t *result = rc == 0 && rr.out ? json_loads(rr.out, 0, NULL) : NULL;
+		pthread_mutex_lock(&b->lock);
+		b->done++;
+		b->spent += secs;
+		if (json_is_object(result)) {
+			char *line = json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(9));
+			if (line) {
+				(void)ca_write_file_atomic(res_path, line, strlen(line), &d);
+				fprintf(b->results, "%s\n", line);
+				fflush(b->results);
+			}
+			free(line);
+		} else {
+			b->failed++;
+		}
+		{
+			const char *code = json_string_value(
+				json_object_get(json_object_get(result, "reason"), "code"));
+			const json_t *reward = json_object_get(result, "reward");
+			char what[160];
+			if (!json_is_object(result))
+				snprintf(what, sizeof what, "no result (%.120s)",
+					 rr.err && rr.err[0] ? rr.err : d.msg);
+			else if (json_is_integer(reward))
+				snprintf(what, sizeof what, "reward %lld, %s",
+					 (long long)json_integer_value(reward), code ? code : "?");
+			else
+				snprintf(what, sizeof what, "no reward, %s", code ? code : "?");
+			for (char *p = what; *p; p++)
+				if (*p == '\n')
+					*p = ' ';
+			size_t left = b->n - b->done - b->skipped;
+			fprintf(stderr, "[%zu/%zu] %s: %s (%.0f s) | elapsed %.0f s, ETA %.0f s\n",
+				b->done + b->skipped, b->n, b->keys[i], what, secs, ca_now() - b->t0,
+				b->spent / (double)b->done * (double)left);
+		}
+		pthread_mutex_unlock(&b->lock);
+		json_decref(result);
+		ca_run_result_free(&rr);
+	}
+}
+
+/* The options every child gets: the original ones minus the batch's own and the per-task
+ * workspace/trajectory/--json/-q, which the batch sets. */
+static int batch_forward(int argc, char **argv, const char **fwd, size_t *nfwd)
+{
+	static const char *const drop_value[] = {"--batch", "--out", "--concurrency", "--workspace",
+						 "--trajectory"};
+	size_t n = 0;
+	for (int i = 1; i < argc; i++) {
+		bool drop = false, takes_value = false;
+		for (size_t k = 0; k < sizeof drop_value / sizeof drop_value[0]; k++) {
+			size_t len = strlen(drop_value[k]);
+			if (strncmp(argv[i], drop_value[k], len) == 0 &&
+			    (argv[i][len] == '\0' || argv[i][len] == '=')) {
+				drop = true;
+				takes_value = argv[i][len] == '\0';
+			}
+		}
+		if (strcmp(argv[i], "--json") == 0 || strcmp(argv[i], "-q") == 0 ||
+		    strcmp(argv[i], "--quiet") == 0)
+			drop = true;
+		if (drop) {
+			i += takes_value;
+			continue;
+		}
+		if (n == BATCH_MAX_ARGS)
+			return EXIT_USAGE;
+		fwd[n++] = argv[i];
+	}
+	*nfwd = n;
+	return 0;
+}
+
+static int solve_batch(int argc, char **argv, const struct solve_args *a)
+{
+	struct batch b;
+	const char *fwd[BATCH_MAX_ARGS];
+	char self[PATH_MAX], results[PATH_MAX];
+	struct ca_diag d = {{0}};
+	pthread_t threads[256];
+	size_t nthreads;
+	ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+	int rc;
+
+	memset(&b, 0, sizeof b);
+	if (len <= 0) {
+		fprintf(stderr, "cuda-agent: cannot find this executable\n");
+		return EXIT_INTERNAL;
+	}
+	self[len] = '\0';
+	if (batch_forward(argc, argv, fwd, &b.nfwd)) {
+		fprintf(stderr, "cuda-agent: too many options\n");
+		return EXIT_USAGE;
+	}
+	b.self = self;
+	b.out = a->out ? a->out : "solve-out";
+	b.fwd = fwd;
+	if ((rc = bench_list_tasks(a->batch, &b.keys, &b.dirs, &b.n, &d)) ||
+	    (rc = ca_mkdirs(b.out, 0755, &d))) {
+		fprintf(stderr, "cuda-agent: solve --batch: %s\n", d.msg);
+		ca_free_names(b.keys, b.n);
+		ca_free_names(b.dirs, b.n);
+		return rc == CA_ERR_NOTFOUND || rc == CA_ERR_IO ? EXIT_USAGE : EXIT_INTERNAL;
+	}
+	if (b.n == 0) {
+		fprintf(stderr, "cuda-agent: no task under %s (a task is a directory holding "
+				"model.py)\n", a->batch);
+		return EXIT_USAGE;
+	}
+	snprintf(results, sizeof results, "%s/results.jsonl", b.out);
+	b.results = fopen(results, "a");
+	if (!b.results) {
+		fprintf(stderr, "cuda-agent: cannot write %s\n", results);
+		ca_free_names(b.keys, b.n);
+		ca_free_names(b.dirs, b.n);
+		return EXIT_ENV;
+	}
+	pthread_mutex_init(&b.lock, NULL);
+	b.t0 = ca_now();
+	nthreads = (size_t)(a->concurrency > 0 ? a->concurrency : 1);
+	if (nthreads > b.n)
+		nthreads = b.n;
+	fprintf(stderr, "solve: %zu tasks under %s, %zu at once, into %s\n", b.n, a->batch,
+		nthreads, b.out);
+	size_t started = 0;
+	for (; started < nthreads; started++)
+		if (pthread_create(&threads[started], NULL, batch_worker, &b) != 0)
+			break;
+	if (started == 0)
+		batch_worker(&b);
+	for (size_t t = 0; t < started; t++)
+		pthread_join(threads[t], NULL);
+	fclose(b.results);
+	pthread_mutex_destroy(&b.lock);
+	fprintf(stderr, "solve: %zu tasks: %zu solved now, %zu already done, %zu without a result, "
+			"%.0f s; results in %s\n",
+		b.n, b.done - b.failed, b.skipped, b.failed, ca_now() - b.t0, results);
+	ca_free_names(b.keys, b.n);
+	ca_free_names(b.dirs, b.n);
+	return b.failed == b.n ? EXIT_ENV : EXIT_OK;
+}
+
 int cmd_solve(int argc, char **argv)
 {
 	struct solve_args a = {.temperature = -1, .retries = -1};
@@ -135,12 +361,30 @@ int cmd_solve(int argc, char **argv)
 
 	memset(&c, 0, sizeof c);
 	eval_opts_defaults(&c.opts);
+	char *orig[BATCH_MAX_ARGS + 2];
+	int orig_n = argc < BATCH_MAX_ARGS ? argc : BATCH_MAX_ARGS;
+	memcpy(orig, argv, (size_t)orig_n * sizeof *orig);
+	orig[orig_n] = NULL;
 	if ((rc = take_solve_options(&argc, argv, &a)))
 		return rc;
 	if ((rc = cli_parse_options(&c, argc, argv, solve_usage)))
 		return rc;
 	if (!a.url)
 		a.url = getenv("CUDA_AGENT_LLM_URL");
+	if (a.batch) {
+		if (argc - optind != 0 || !a.url || !a.url[0] || !a.model || !a.model[0] || c.task ||
+		    a.workspace || a.trajectory) {
+			fprintf(stderr, "usage: cuda-agent solve [options] --batch TASKS --out DIR "
+					"--llm-url URL --model NAME\n(no TASK, --task, --workspace or "
+					"--trajectory with --batch; --help for more)\n");
+			return EXIT_USAGE;
+		}
+		return solve_batch(orig_n, orig, &a);
+	}
+	if (a.out || a.concurrency) {
+		fprintf(stderr, "cuda-agent: --out and --concurrency go with --batch\n");
+		return EXIT_USAGE;
+	}
 	if (argc - optind != 1 || !a.url || !a.url[0] || !a.model || !a.model[0] || c.task) {
 		fprintf(stderr, "usage: cuda-agent solve [options] TASK --llm-url URL --model NAME\n"
 				"(one task directory, the endpoint and the model; --help for more)\n");

@@ -57,6 +57,8 @@ elif scenario == "bad":
     ]
 elif scenario == "loop":
     lines = [turn(call(i, "bash", {"command": f"echo turn {i}"})) for i in range(1, 20)]
+elif scenario == "batch":
+    lines = [turn(content="Nothing to do.")] * 2
 elif scenario == "down":
     lines = [{"status": 500}] * 10
 with open(out, "w") as f:
@@ -141,6 +143,19 @@ traj "turn limit: 3 turns, stop_reason turn_limit" "$tmp/ws_loop/trajectory.json
 script down; serve down
 run "solve with a failing endpoint" "$want_template" "$cli" solve --json --workspace "$tmp/ws_down" --retries 1 "$task" --llm-url "$url" --model scripted
 traj "failing endpoint: llm_error after the retries" "$tmp/ws_down/trajectory.jsonl" 'by["summary"][0]["stop_reason"] == "llm_error" and by["turn"][0]["attempts"] == 2'
+
+# ---- batch mode: two tasks, two at once, then a re-run that resumes
+mkdir -p "$tmp/tasks/a" "$tmp/tasks/b"
+cp "$task"/* "$tmp/tasks/a/"; cp "$task"/* "$tmp/tasks/b/"
+script batch; serve batch
+run "solve --batch over two tasks" 0 "$cli" solve --batch "$tmp/tasks" --out "$tmp/bout" --concurrency 2 --llm-url "$url" --model scripted
+[ -s "$tmp/bout/a/result.json" ] && [ -s "$tmp/bout/b/result.json" ] && ok "batch: a result per task" || bad "batch: a result per task" "$(ls -R "$tmp/bout" | head -20); $(tail -c 600 "$tmp/err")"
+[ "$(wc -l <"$tmp/bout/results.jsonl")" -eq 2 ] && ok "batch: results.jsonl has both" || bad "batch: results.jsonl has both"
+traj "batch: each task has its trajectory" "$tmp/bout/b/trajectory.jsonl" 'by["summary"][0]["stop_reason"] == "done" and by["summary"][0]["turns"] == 1'
+grep -q "\[2/2\]" "$tmp/err" && ok "batch: progress lines" || bad "batch: progress lines" "$(tail -c 400 "$tmp/err")"
+run "solve --batch again" 0 "$cli" solve --batch "$tmp/tasks" --out "$tmp/bout" --llm-url "$url" --model scripted
+grep -q "0 solved now, 2 already done" "$tmp/err" && ok "batch: the re-run resumes" || bad "batch: the re-run resumes" "$(tail -c 400 "$tmp/err")"
+run "--batch with a TASK too" 2 "$cli" solve --batch "$tmp/tasks" "$task" --llm-url "$url" --model scripted
 
 run "solve without --model" 2 "$cli" solve "$task" --llm-url "$url"
 finish
