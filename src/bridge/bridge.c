@@ -8,10 +8,16 @@
 #include "util/log.h"
 #include "util/str.h"
 
+const char *bridge_python(const char *configured)
+{
+	const char *env = getenv("CUDA_AGENT_PYTHON");
+	return configured && configured[0] ? configured : env && env[0] ? env : "python3";
+}
+
 int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_diag *d)
 {
 	char root[PATH_MAX], pypath[PATH_MAX + 16];
-	const char *python = opts && opts->python ? opts->python : getenv("CUDA_AGENT_PYTHON");
+	const char *python = bridge_python(opts ? opts->python : NULL);
 	const char *device = opts && opts->device ? opts->device : "auto";
 	const char *old_pp = getenv("PYTHONPATH");
 	char *pp_env = NULL;
@@ -21,8 +27,6 @@ int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_dia
 	b->child.pid = -1;
 	b->child.to_child = b->child.from_child = -1; /* bridge_stop after a failure closes nothing */
 	b->next_id = 1;
-	if (!python || !python[0])
-		python = "python3";
 	rc = ca_install_root(root, sizeof root, d);
 	if (rc)
 		return rc;

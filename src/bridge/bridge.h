@@ -35,6 +35,10 @@ struct bridge {
 };
 
 int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_diag *d);
+
+/* The Python the bridge (and every other Python child: torch_build, the PyTorch-format runner)
+ * runs: `configured` when set, else $CUDA_AGENT_PYTHON, else "python3". */
+const char *bridge_python(const char *configured);
 int bridge_wait_ready(struct bridge *b, double timeout_s, struct ca_diag *d);
 
 /* Sends {"id":N,"op":op, ...fields of req} and waits for the answer. req is borrowed.

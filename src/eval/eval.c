@@ -247,8 +247,7 @@ static int finish_build(struct run *r)
 
 static const char *session_python(const struct eval_session *s)
 {
-	const char *env = getenv("CUDA_AGENT_PYTHON");
-	return s->python[0] ? s->python : env && env[0] ? env : "python3";
+	return bridge_python(s->python);
 }
 
 static int step_record(struct run *r, const char *specs_path);
@@ -315,14 +314,13 @@ static int record_cached(struct run *r, const char *cache, char *specs, size_t s
  * a kernelbench file's load_inline calls are first recorded in the sandbox (step_record). */
 static int step_build_torch(struct run *r)
 {
-	char cache[PATH_MAX], arch[32], specs[PATH_MAX];
+	char base[PATH_MAX], cache[PATH_MAX], arch[32], specs[PATH_MAX];
 	struct ca_diag d = {{0}};
 	double t0 = ca_now();
 	const char *args[8];
 	int rc;
 
-	if (ca_cache_dir(cache, sizeof cache, &d) || pathf(cache + strlen(cache),
-							   sizeof cache - strlen(cache), "/build") ||
+	if (ca_cache_dir(base, sizeof base, &d) || ca_path_join(cache, sizeof cache, base, "build") ||
 	    build_resolve_arch(r->o->arch, arch, sizeof arch, &d)) {
 		set_reason(r, "build.internal", "the build could not run: %s", d.msg);
 		json_object_set_new(r->result, "compiled", json_false());
