@@ -46,6 +46,7 @@ GATE_LINE_MAX = 64
 MESSAGE_MAX = 4096
 FORMATS = ("kernelbench", "workdir")
 MAX_MODULES = 64
+MAX_SLOTS = 32
 _counter = itertools.count()
 
 
@@ -86,25 +87,48 @@ def cuda_fault(text: str) -> str | None:
 
 @dataclass
 class Trial:
-    params: str
-    inputs: str
-    outputs: str
+    """One verification call: files (params, inputs, outputs), or with device data the seeds
+    the set is made from and the slot its outputs go to."""
+
+    params: str | None = None
+    inputs: str | None = None
+    outputs: str | None = None
+    model_seed: int = 0
+    seed: int = 0
+    slot: int = -1
 
 
 @dataclass
 class Checked:
-    inputs: str
-    outputs: str
+    """A checked call's set: an inputs file and an outputs file, or seeds and a slot."""
+
+    inputs: str | None = None
+    outputs: str | None = None
+    seed: int = 0
+    near_seed: int | None = None  # a near-duplicate of this seed's set (tasks.near_duplicate)
+    slot: int = -1
+
+
+@dataclass
+class DataPlan:
+    """Device data (docs/protocol.md): sets made here from seeds, outputs left in slots whose
+    descriptors this process received as first_fd, first_fd + 1, ..."""
+
+    kind: str
+    slots: int
+    slot_bytes: int
+    first_fd: int
 
 
 @dataclass
 class TimingPlan:
-    params: str
-    rotation: list[str]
+    params: str | None  # None with device data: the params come from model_seed
+    rotation: list[Checked]  # inputs files, or seeds (outputs unused)
     checks: list[Checked]
     final: Checked
     seed: int
     protocol: dict[str, Any]
+    model_seed: int = 0
 
 
 @dataclass
@@ -130,6 +154,7 @@ class Plan:
     timing: TimingPlan | None
     has_profile: bool
     gate_after_verify: bool
+    data: DataPlan | None = None
 
 
 @dataclass
@@ -140,6 +165,7 @@ class Runner:
     names: list[str]
     device: Any
     scalar_args: list[bool] = field(default_factory=list)
+    data: DeviceData | None = None
 
 
 class Events:
@@ -217,34 +243,65 @@ def _parse_candidate(obj: object) -> Candidate:
                      seed, torch_device, modules)
 
 
-def _parse_timing(obj: object) -> TimingPlan | None:
+def _int(obj: dict[str, Any], key: str, where: str, top: int, default: int | None = None) -> int:
+    v = obj.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < top:
+        raise Fatal("worker.bad_plan", f"plan: {where}.{key} must be an integer in [0, {top})")
+    return v
+
+
+def _parse_data(obj: object) -> DataPlan | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, dict) or obj.get("mode") != "device" or \
+            obj.get("kind") not in ("cuda", "cpu"):
+        raise Fatal("worker.bad_plan", "plan: 'data' must be {mode: device, kind: cuda|cpu, "
+                    "slots, slot_bytes, first_fd}")
+    return DataPlan(str(obj["kind"]), _int(obj, "slots", "data", MAX_SLOTS + 1),
+                    _int(obj, "slot_bytes", "data", 2**47), _int(obj, "first_fd", "data", 1024))
+
+
+def _set(c: object, where: str, device: bool, outputs: bool = True) -> Checked:
+    """A set: {inputs, outputs} files, or with device data {seed, near_seed?, slot}."""
+    if not isinstance(c, dict):
+        raise Fatal("worker.bad_plan", f"plan: {where} must be an object")
+    if not device:
+        return Checked(str(_path(c, "inputs", where)),
+                       _path(c, "outputs", where) if outputs else None)
+    near = c.get("near_seed")
+    return Checked(seed=_int(c, "seed", where, 2**64),
+                   near_seed=None if near is None else _int(c, "near_seed", where, 2**64),
+                   slot=_int(c, "slot", where, MAX_SLOTS) if outputs else -1)
+
+
+def _parse_timing(obj: object, device: bool) -> TimingPlan | None:
     if obj is None:
         return None
     if not isinstance(obj, dict):
         raise Fatal("worker.bad_plan", "plan: 'timing' must be an object")
     rotation = obj.get("rotation")
-    if (not isinstance(rotation, list) or not 1 <= len(rotation) <= MAX_TRIALS or
-            not all(isinstance(f, str) and f for f in rotation)):
+    if not isinstance(rotation, list) or not 1 <= len(rotation) <= MAX_TRIALS:
         raise Fatal("worker.bad_plan", "plan: timing.rotation must list 1 to "
-                    f"{MAX_TRIALS} input files")
+                    f"{MAX_TRIALS} input sets")
+    rot = []
+    for i, f in enumerate(rotation):
+        if device:
+            rot.append(_set(f, f"timing.rotation[{i}]", True, outputs=False))
+        elif isinstance(f, str) and f:
+            rot.append(Checked(f))
+        else:
+            raise Fatal("worker.bad_plan", f"plan: timing.rotation[{i}] must be a file path")
     raw_checks = obj.get("checks", [])
     if not isinstance(raw_checks, list) or len(raw_checks) > MAX_TRIALS:
         raise Fatal("worker.bad_plan", f"plan: timing.checks must be a list of at most {MAX_TRIALS}")
-
-    def checked(c: object, where: str) -> Checked:
-        if not isinstance(c, dict):
-            raise Fatal("worker.bad_plan", f"plan: {where} must be an object")
-        return Checked(str(_path(c, "inputs", where)), str(_path(c, "outputs", where)))
-
-    seed = obj.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
-        raise Fatal("worker.bad_plan", "plan: timing.seed must be an integer in [0, 2^64)")
+    seed = _int(obj, "seed", "timing", 2**64, 0)
     protocol = obj.get("protocol", {})
     if not isinstance(protocol, dict):
         raise Fatal("worker.bad_plan", "plan: timing.protocol must be an object")
-    return TimingPlan(str(_path(obj, "params", "timing")), [str(f) for f in rotation],
-                      [checked(c, f"timing.checks[{i}]") for i, c in enumerate(raw_checks)],
-                      checked(obj.get("final"), "timing.final"), seed, protocol)
+    return TimingPlan(None if device else str(_path(obj, "params", "timing")), rot,
+                      [_set(c, f"timing.checks[{i}]", device) for i, c in enumerate(raw_checks)],
+                      _set(obj.get("final"), "timing.final", device), seed, protocol,
+                      _int(obj, "model_seed", "timing", 2**64) if device else 0)
 
 
 def parse_plan(root: object) -> Plan:
@@ -263,17 +320,24 @@ def parse_plan(root: object) -> Plan:
     raw = root.get("verify", [])
     if not isinstance(raw, list) or len(raw) > MAX_TRIALS:
         raise Fatal("worker.bad_plan", f"plan: 'verify' must be a list of at most {MAX_TRIALS}")
+    data = _parse_data(root.get("data"))
     trials = []
     for i, t in enumerate(raw):
         if not isinstance(t, dict):
             raise Fatal("worker.bad_plan", f"plan: verify[{i}] must be an object")
         where = f"verify[{i}]"
-        trials.append(Trial(*(str(_path(t, k, where)) for k in ("params", "inputs", "outputs"))))
+        if data is None:
+            trials.append(Trial(*(str(_path(t, k, where))
+                                  for k in ("params", "inputs", "outputs"))))
+        else:
+            trials.append(Trial(model_seed=_int(t, "model_seed", where, 2**64),
+                                seed=_int(t, "seed", where, 2**64),
+                                slot=_int(t, "slot", where, data.slots)))
     gate = root.get("gate_after_verify", False)
     if gate is not None and not isinstance(gate, (bool, int)):
         raise Fatal("worker.bad_plan", "plan: 'gate_after_verify' must be a boolean")
-    return Plan(cand, device, spec, trials, _parse_timing(root.get("timing")),
-                root.get("profile") is not None, bool(gate))
+    return Plan(cand, device, spec, trials, _parse_timing(root.get("timing"), data is not None),
+                root.get("profile") is not None, bool(gate), data)
 
 
 def load_plan(path: str) -> Plan:
@@ -588,6 +652,85 @@ def build_runner(plan: Plan, device: Any) -> Runner:
     return Runner(model, names, device, scalar)
 
 
+# ---- device data ---------------------------------------------------------------------------------
+
+class DeviceData:
+    """The runner's side of device data: every set made from its seeds on the device exactly as
+    the bridge makes it (same code, same device, same seeds), outputs copied into the bridge's
+    slots. No tensor goes through a file."""
+
+    def __init__(self, plan: Plan, device: Any) -> None:
+        from .errors import BridgeError
+        from .slots import Slot, SlotError, layout
+        from .tasks import TaskStore
+
+        assert plan.data is not None
+        d = plan.data
+        self.device = device
+        self.store = TaskStore(device)
+        try:
+            self.task = self.store.load(plan.candidate.task_dir)
+        except BridgeError as exc:
+            raise Fatal("worker.bad_plan", f"task {plan.candidate.task_dir}: {exc.message}") from exc
+        self.outputs: list[dict[str, Any]] = list(plan.spec["outputs"])
+        try:
+            self.offsets, size = layout(self.outputs)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise Fatal("worker.bad_plan", f"plan: spec.outputs: {exc}") from exc
+        if size > d.slot_bytes:
+            raise Fatal("worker.bad_plan", f"plan: the outputs need {size} bytes per slot; "
+                        f"data.slot_bytes is {d.slot_bytes}")
+        self.slots = []
+        for i in range(d.slots):
+            try:
+                self.slots.append(Slot.attach(d.kind, d.first_fd + i, d.slot_bytes,
+                                              device.index or 0))
+            except SlotError as exc:
+                raise Fatal("worker.bad_input", f"cannot map output slot {i}: {exc.message}") \
+                    from exc
+
+    def params(self, model_seed: int) -> list[Any]:
+        """The reference Model's initial state under model_seed, in state_dict order."""
+        from .errors import BridgeError
+
+        try:
+            return list(self.store.build(self.task, model_seed).initial_state.values())
+        except BridgeError as exc:
+            raise Fatal("worker.bad_input", f"making the params: {exc.message}") from exc
+
+    def inputs(self, seed: int, near_seed: int | None = None) -> list[object]:
+        """forward()'s arguments for a seed (or a near-duplicate of near_seed's set)."""
+        from .errors import BridgeError
+        from .tasks import near_duplicate
+
+        try:
+            made = self.store.inputs(self.task, seed if near_seed is None else near_seed,
+                                     files=False)
+        except BridgeError as exc:
+            raise Fatal("worker.bad_input", f"making the inputs: {exc.message}") from exc
+        return (made if near_seed is None else near_duplicate(made, seed)).call
+
+    def store_outputs(self, slot: int, outputs: list[Any], what: str, code: str) -> None:
+        """Copies the outputs into a slot (the bridge compares them there); a count, dtype or
+        shape that differs from the spec is CallFailure(code)."""
+        import torch
+
+        from .tasks import dtype_from_name, dtype_name
+
+        if len(outputs) != len(self.outputs):
+            raise CallFailure(code, f"ModelNew.forward() returned {len(outputs)} tensors; the "
+                              f"reference returns {len(self.outputs)} ({what})")
+        for i, (o, spec, at) in enumerate(zip(outputs, self.outputs, self.offsets, strict=True)):
+            dtype, shape = dtype_from_name(str(spec["dtype"])), [int(n) for n in spec["shape"]]
+            if o.dtype != dtype or list(o.shape) != shape:
+                raise CallFailure(code, f"output {i} ({spec.get('name', i)}): dtype or shape "
+                                  f"differs from the reference (got {dtype_name(o.dtype)} "
+                                  f"{list(o.shape)}, expected {spec['dtype']} {shape}) ({what})")
+            self.slots[slot].view(at, dtype, shape).copy_(o.detach())
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
 # ---- trials -------------------------------------------------------------------------------------
 
 def _bits(t: Any) -> Any:
@@ -637,18 +780,20 @@ def run_trial(r: Runner, t: Trial, what: str) -> None:
     from .refusal import Refusal
     from .tasks import flatten_outputs
 
-    params = _load(t.params, "params")
+    if r.data is None:
+        params = _load(str(t.params), "params")
+        args = _device_args(r, _load(str(t.inputs), "args"))
+    else:
+        params, args = r.data.params(t.model_seed), r.data.inputs(t.seed)
     if len(params) != len(r.names):
         raise Fatal("worker.bad_input", f"{t.params} holds {len(params)} params; the reference "
                     f"state_dict has {len(r.names)}")
-    files = _load(t.inputs, "args")
     try:
         r.model.load_state_dict({n: p for n, p in zip(r.names, params, strict=True)},
                                 strict=True)
     except Exception as exc:
-        raise Fatal("worker.bad_input", f"loading {t.params} into ModelNew raised "
-                    f"{exception_text(exc)}") from exc
-    args = _device_args(r, files)
+        raise Fatal("worker.bad_input", f"loading {t.params or 'the params'} into ModelNew "
+                    f"raised {exception_text(exc)}") from exc
     tensors = [(i, a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
     before = [_bits(a) for _, a in tensors]
     state = r.model.state_dict()
@@ -683,8 +828,11 @@ def run_trial(r: Runner, t: Trial, what: str) -> None:
     except BridgeError as exc:
         raise CallFailure("abi.forward_failed", exc.message.replace(
             "forward()", "ModelNew.forward()") + f" ({what})") from exc
+    if r.data is not None:
+        r.data.store_outputs(t.slot, outputs, what, "verify.mismatch")
+        return
     try:
-        save_tensors(t.outputs, "outputs", outputs, {"kind": "candidate"})
+        save_tensors(str(t.outputs), "outputs", outputs, {"kind": "candidate"})
     except OSError as exc:
         raise Fatal("worker.bad_input", f"cannot write {t.outputs}: {exc}") from exc
 
@@ -737,14 +885,28 @@ def time_candidate(r: Runner, t: TimingPlan) -> dict[str, Any]:
         raise Fatal("worker.bad_plan", f"plan: timing.protocol: {exc}") from exc
     if len(t.checks) > proto.min_samples:
         raise Fatal("worker.bad_plan", "plan: more checked calls than min_samples")
-    params = _load(t.params, "params")
+    data = r.data
+    params = data.params(t.model_seed) if data else _load(str(t.params), "params")
     try:
         r.model.load_state_dict(dict(zip(r.names, params, strict=True)), strict=True)
     except Exception as exc:
-        raise Fatal("worker.bad_input", f"loading {t.params} into ModelNew failed: {exc}") from exc
-    slots = [_device_args(r, _load(f, "args")) for f in t.rotation]
-    checks = [_device_args(r, _load(c.inputs, "args")) for c in t.checks]
-    final = _device_args(r, _load(t.final.inputs, "args"))
+        raise Fatal("worker.bad_input", f"loading {t.params or 'the params'} into ModelNew "
+                    f"failed: {exc}") from exc
+
+    def make(c: Checked) -> list[object]:
+        return data.inputs(c.seed, c.near_seed) if data else \
+            _device_args(r, _load(str(c.inputs), "args"))
+
+    slots = [make(c) for c in t.rotation]
+    # Checked and final sets: files are read ahead; device sets are made when needed (outside
+    # the timed region), so that a task with gigabyte tensors holds one at a time.
+    ahead = None if data else [make(c) for c in [*t.checks, t.final]]
+
+    def fresh(i: int) -> list[object]:
+        sets = [*t.checks, t.final]
+        return ahead[i] if ahead is not None else make(sets[i])
+
+    checks = t.checks
     rng = random.Random(t.seed)
     check_at = sorted(rng.sample(range(proto.min_samples), len(checks)))
     clock = Clock(r.device)
@@ -798,11 +960,14 @@ def time_candidate(r: Runner, t: TimingPlan) -> dict[str, Any]:
         ev = 0.0 if ev_raw is None else max(0.0, ev_raw - event_overhead)
         return ev, max(0.0, host_raw - overhead)
 
-    def save(path: str) -> None:
+    def save(c: Checked, what: str) -> None:
+        if data is not None:
+            data.store_outputs(c.slot, last, what, "hack.inconsistent_output")
+            return
         try:
-            save_tensors(path, "outputs", last, {"kind": "candidate"})
+            save_tensors(str(c.outputs), "outputs", last, {"kind": "candidate"})
         except OSError as exc:
-            raise Fatal("worker.bad_input", f"cannot write {path}: {exc}") from exc
+            raise Fatal("worker.bad_input", f"cannot write {c.outputs}: {exc}") from exc
 
     samples: list[float] = []
     events: list[float] = []
@@ -828,7 +993,7 @@ def time_candidate(r: Runner, t: TimingPlan) -> dict[str, Any]:
             turn += 1
             is_check = done < len(checks) and check_at[done] == i
             what = f"timed call {i + 1}" + (f", checked call {done + 1}" if is_check else "")
-            prepare(slot, checks[done] if is_check else None)
+            prepare(slot, fresh(done) if is_check else None)
             ev, host = timed(slot, what)
             sample = max(ev, host)
             samples.append(sample)
@@ -836,7 +1001,7 @@ def time_candidate(r: Runner, t: TimingPlan) -> dict[str, Any]:
             events.append(ev)
             stats.add(sample)
             if is_check:
-                save(t.checks[done].outputs)
+                save(t.checks[done], what)
                 done += 1
             n = len(samples)
             pending = done < len(checks)
@@ -850,10 +1015,10 @@ def time_candidate(r: Runner, t: TimingPlan) -> dict[str, Any]:
                 stop_reason = "budget"
                 break
         loop_s = time.perf_counter() - loop0
-        prepare(0, final)
+        prepare(0, fresh(len(checks)))
         ev, host = timed(0, "final call")
         final_ms = max(ev, host)
-        save(t.final.outputs)
+        save(t.final, "final call")
         _poison(last, slots[0])
     rse = median_rse(samples)
     return {
@@ -890,6 +1055,8 @@ def run(plan_path: str, gate: BinaryIO, ev: Events) -> int:
     device, info = open_device(plan)
     ev.emit("device", info)
     runner = build_runner(plan, device)
+    if plan.data is not None:
+        runner.data = DeviceData(plan, device)
     ev.emit("loaded", {"has_setup": False, "has_teardown": False,
                        "format": plan.candidate.format})
     failed = False

@@ -1,4 +1,5 @@
-"""The bridge's JSON-lines loop and its ops (describe, reference, time, shutdown).
+"""The bridge's JSON-lines loop and its ops (describe, reference, time, slots, slots_close,
+check, shutdown).
 
 Contract: ``serve(requests, answers, ctx)`` reads one request per line from the binary stream
 ``requests`` until EOF or ``shutdown`` and writes exactly one answer line per non-blank request
@@ -17,17 +18,20 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 import torch
 
 from .errors import BridgeError, exception_text, one_line
 from .files import save_tensors
+from .slots import MAX_SLOTS, Slot, SlotError, layout, send_fds
 from .tasks import (
     Built,
     Inputs,
@@ -38,6 +42,7 @@ from .tasks import (
     check_deterministic,
     dtype_name,
     forward,
+    near_duplicate,
     output_name,
     reference_numerics,
     restore_torch_defaults,
@@ -50,10 +55,12 @@ MODES = ("eager", "compile")
 
 @dataclass
 class Context:
-    """What the ops share: the task store and the clock of the bridge's device."""
+    """What the ops share: the task store, the clock of the bridge's device, and the output
+    slots handed to the current evaluation's runner (op_slots)."""
 
     store: TaskStore
     clock: Clock
+    slots: list[Slot] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -150,7 +157,7 @@ def op_describe(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
         task = ctx.store.load(task_dir)
         built = ctx.store.build(task, model_seed)
         built.reset()
-        inputs = ctx.store.inputs(task, seed)
+        inputs = ctx.store.inputs(task, seed, files=False)  # only dtypes and shapes are read
         outputs = forward(task, built.model, inputs.fresh_call())
         check_deterministic(outputs, forward(task, built.model, inputs.fresh_call()))
     names = arg_names(built.model, len(inputs.files))
@@ -197,36 +204,6 @@ def op_reference(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
             for job in pending:
                 job.result()  # re-raises the first write error
     return {"sets": len(sets), "seconds": time.perf_counter() - start}
-
-
-NEAR_MAX_CHANGES = 256
-
-
-def near_duplicate(inputs: Inputs, seed: int) -> Inputs:
-    """The set with a few elements of every floating-point tensor argument moved far.
-
-    A checked call on such a set defeats caches keyed by sampled input values (a hash of a few
-    elements, scalar ratios): the set looks like one the candidate has already seen, but its
-    correct output differs in the rows those elements feed. About one element in 4096 (1 to 256
-    per tensor) moves by 4 times the tensor's mean magnitude, with a random sign; positions come
-    from ``seed``. Integer and boolean tensors and Python numbers are left as they are.
-    """
-    gen = torch.Generator().manual_seed(seed & (2**63 - 1))
-    files, call = list(inputs.files), list(inputs.call)
-    for i, t in enumerate(files):
-        if inputs.scalar[i] or not t.is_floating_point() or t.numel() == 0:
-            continue
-        flat = t.reshape(-1).clone()
-        count = min(NEAR_MAX_CHANGES, max(1, flat.numel() // 4096))
-        where = torch.randint(flat.numel(), (count,), generator=gen)
-        sign = torch.randint(0, 2, (count,), generator=gen).to(torch.float32) * 2 - 1
-        magnitude = float(flat.float().abs().mean()) + 1e-3
-        flat[where] = (flat[where].float() + 4 * magnitude * sign).to(flat.dtype)
-        files[i] = flat.view(t.shape)
-        target = call[i]
-        if isinstance(target, torch.Tensor):
-            call[i] = files[i].to(device=target.device, dtype=target.dtype)
-    return Inputs(files=files, call=call, scalar=list(inputs.scalar))
 
 
 def _cpu(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -302,7 +279,7 @@ def op_time(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     _wait_preload()  # no other Python thread may run while calls are timed
     task: Task = ctx.store.load(task_dir)
     built = ctx.store.build(task, model_seed)
-    sets = [ctx.store.inputs(task, s).call for s in seeds]
+    sets = [ctx.store.inputs(task, s, files=False).call for s in seeds]
     model = built.model
     result: dict[str, object] = {}
     for mode in modes:
@@ -317,7 +294,141 @@ def op_time(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     return result
 
 
+def _close_slots(ctx: Context) -> None:
+    for slot in ctx.slots:
+        slot.close()
+    ctx.slots = []
+    if ctx.clock.is_cuda:
+        torch.cuda.empty_cache()
+
+
+def op_slots(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
+    """Allocates ``count`` output slots of ``bytes`` each (replacing any earlier ones) and sends
+    their descriptors on the descriptor channel, in slot order, before this answer."""
+    count, nbytes = _field(req, "count"), _field(req, "bytes")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_SLOTS:
+        raise _bad(f"slots: 'count' must be an integer in [1, {MAX_SLOTS}]")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 0 < nbytes < 2**47:
+        raise _bad("slots: 'bytes' must be a positive integer")
+    _close_slots(ctx)
+    kind = "cuda" if ctx.clock.is_cuda else "cpu"
+    device = ctx.store.device.index or 0
+    try:
+        for _ in range(count):
+            ctx.slots.append(Slot.allocate(kind, nbytes, device))
+        send_fds([s.fd for s in ctx.slots])
+    except SlotError as exc:
+        _close_slots(ctx)
+        raise BridgeError("env.gpu_memory" if "cuMem" in exc.message else "bridge.internal",
+                          f"cannot make {count} output slots of {nbytes / 1e9:.2f} GB: "
+                          f"{exc.message}") from exc
+    for s in ctx.slots:  # the memory stays mapped here; the runner has its own descriptors
+        os.close(s.fd)
+        s.fd = -1
+    return {"count": count, "bytes": nbytes, "kind": kind}
+
+
+def op_slots_close(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
+    count = len(ctx.slots)
+    _close_slots(ctx)
+    return {"closed": count}
+
+
+CHECK_CHUNK = 1 << 26  # elements compared at once (float64 temporaries of 512 MB)
+
+
+def _number(x: float) -> object:
+    """A JSON-safe float: NaN and infinities as strings."""
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def compare_stats(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float
+                  ) -> dict[str, object]:
+    """src/eval/compare.h's rule and figures, computed where the tensors are: an element matches
+    when both are NaN, both are the same infinity, or |out - ref| <= atol + rtol * |ref|;
+    errors over finite pairs, relative error |out - ref| / max(|ref|, 1e-12)."""
+    o, e = out.reshape(-1), ref.reshape(-1)
+    n = e.numel()
+    mismatches = torch.zeros((), dtype=torch.int64, device=e.device)
+    unwritten = torch.zeros((), dtype=torch.int64, device=e.device)
+    max_abs = torch.zeros((), dtype=torch.float64, device=e.device)
+    max_rel = torch.zeros((), dtype=torch.float64, device=e.device)
+    first: int | None = None
+    first_out = first_ref = 0.0
+    for start in range(0, n, CHECK_CHUNK):
+        oc, ec = o[start:start + CHECK_CHUNK].double(), e[start:start + CHECK_CHUNK].double()
+        on, en = oc.isnan(), ec.isnan()
+        inf = oc.isinf() | ec.isinf()
+        finite = ~(on | en | inf)
+        diff = (oc - ec).abs()
+        rel = diff / ec.abs().clamp_min(1e-12)
+        max_abs = torch.maximum(max_abs, torch.where(finite, diff, 0.0).max())
+        max_rel = torch.maximum(max_rel, torch.where(finite, rel, 0.0).max())
+        ok = torch.where(on | en, on & en,
+                         torch.where(inf, oc == ec, diff <= atol + rtol * ec.abs()))
+        bad = ~ok
+        unwritten += (on & ~en).sum()
+        count = bad.sum()
+        mismatches += count
+        if first is None and int(count) > 0:
+            at = int(bad.nonzero()[0, 0])
+            first, first_out, first_ref = start + at, float(oc[at]), float(ec[at])
+    return {"shape_ok": True, "numel": n, "mismatches": int(mismatches),
+            "nan_unwritten": int(unwritten), "max_abs_err": float(max_abs),
+            "max_rel_err": float(max_rel), "first_index": first,
+            "first_out": _number(first_out), "first_ref": _number(first_ref)}
+
+
+@torch.no_grad()
+def op_check(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
+    """Computes the reference outputs of one set (model seed, seed, optional near_seed) on the
+    bridge's device and compares them with what the runner left in slot ``slot``."""
+    task_dir = _path(req, "task_dir")
+    model_seed = _seed(_field(req, "model_seed"), "check: 'model_seed'")
+    seed = _seed(_field(req, "seed"), "check: 'seed'")
+    near = req.get("near_seed")
+    near_seed = None if near is None else _seed(near, "check: 'near_seed'")
+    index = _field(req, "slot")
+    if isinstance(index, bool) or not isinstance(index, int) or \
+            not 0 <= index < len(ctx.slots):
+        raise _bad(f"check: 'slot' must be an integer in [0, {len(ctx.slots)})")
+    tol = [_field(req, k) for k in ("atol", "rtol")]
+    if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in tol):
+        raise _bad("check: 'atol' and 'rtol' must be non-negative numbers")
+    start = time.perf_counter()
+    with reference_numerics():
+        task = ctx.store.load(task_dir)
+        built = ctx.store.build(task, model_seed)
+        built.reset()
+        if near_seed is None:
+            inputs = ctx.store.inputs(task, seed, files=False)
+        else:
+            inputs = near_duplicate(ctx.store.inputs(task, near_seed, files=False), seed)
+        outputs = forward(task, built.model, inputs.call)
+        del inputs
+    slot = ctx.slots[index]
+    specs = [{"dtype": dtype_name(t.dtype), "shape": list(t.shape)} for t in outputs]
+    offsets, size = layout(specs)
+    if size > slot.nbytes:
+        raise BridgeError("bridge.internal", f"check: the reference outputs need {size} bytes; "
+                          f"the slots hold {slot.nbytes}")
+    stats = []
+    for t, at in zip(outputs, offsets, strict=True):
+        got = slot.view(at, t.dtype, t.shape)
+        stats.append(compare_stats(got, t.to(got.device), float(tol[0]), float(tol[1])))
+    big = sum(t.numel() * t.element_size() for t in outputs) > (1 << 30)
+    del outputs
+    if big and ctx.clock.is_cuda:
+        torch.cuda.empty_cache()  # the runner needs the memory more than our allocator cache
+    return {"outputs": stats, "seconds": time.perf_counter() - start}
+
+
 def op_shutdown(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
+    _close_slots(ctx)
     return {}
 
 
@@ -325,6 +436,9 @@ OPS: dict[str, Callable[[Context, dict[str, Any]], dict[str, object]]] = {
     "describe": op_describe,
     "reference": op_reference,
     "time": op_time,
+    "slots": op_slots,
+    "slots_close": op_slots_close,
+    "check": op_check,
     "shutdown": op_shutdown,
 }
 

@@ -109,6 +109,14 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def dtype_from_name(name: str) -> torch.dtype:
+    """'float32' -> torch.float32, for the supported dtypes; ValueError otherwise."""
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype) or dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"unsupported dtype {name!r}")
+    return dtype
+
+
 def seed_all(seed: int) -> None:
     """torch.manual_seed(seed) (the protocol's rule), plus Python's and numpy's generators."""
     torch.manual_seed(seed)
@@ -400,11 +408,12 @@ class TaskStore:
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         return Built(model, state)
 
-    def inputs(self, task: Task, seed: int) -> Inputs:
+    def inputs(self, task: Task, seed: int, files: bool = True) -> Inputs:
         """get_inputs() under torch.manual_seed(seed), with the bridge's device as the default
         device (tensors made by factory functions are born there: generating hundreds of MB of
         random inputs on the CPU costs seconds per set), then cast; tensors get_inputs() puts
-        elsewhere are moved. Values depend on the seed and the device type."""
+        elsewhere are moved. Values depend on the seed and the device type. files=False leaves
+        ``files`` empty for tensors (no CPU copies: the set never goes to a file)."""
         seed_all(seed)
         with torch.device(self.device):
             raw = call_task(task, "task.inputs_raised", "get_inputs()", task.get_inputs)
@@ -427,7 +436,7 @@ class TaskStore:
                         f"get_inputs()[{i}] has dtype {dtype_name(t.dtype)}; supported: "
                         f"{', '.join(sorted(dtype_name(d) for d in SUPPORTED_DTYPES))}",
                     )
-                result.files.append(t.to("cpu"))
+                result.files.append(t.to("cpu") if files else t)
                 result.call.append(t if t is not value else t.clone())
                 result.scalar.append(False)
                 continue
@@ -447,3 +456,36 @@ class TaskStore:
             result.call.append(value)
             result.scalar.append(True)
         return result
+
+
+NEAR_MAX_CHANGES = 256
+
+
+def near_duplicate(inputs: Inputs, seed: int) -> Inputs:
+    """The set with a few elements of every floating-point tensor argument moved far.
+
+    A checked call on such a set defeats caches keyed by sampled input values (a hash of a few
+    elements, scalar ratios): the set looks like one the candidate has already seen, but its
+    correct output differs in the rows those elements feed. About one element in 4096 (1 to 256
+    per tensor) moves by 4 times the tensor's mean magnitude, with a random sign; positions come
+    from ``seed`` (a CPU generator), so the bridge and a runner that made the same set from the
+    same seeds on the same device make the same near-duplicate. Integer and boolean tensors and
+    Python numbers are left as they are.
+    """
+    gen = torch.Generator().manual_seed(seed & (2**63 - 1))
+    files, call = list(inputs.files), list(inputs.call)
+    for i, t in enumerate(files):
+        if inputs.scalar[i] or not t.is_floating_point() or t.numel() == 0:
+            continue
+        flat = t.reshape(-1).clone()
+        count = min(NEAR_MAX_CHANGES, max(1, flat.numel() // 4096))
+        where = torch.randint(flat.numel(), (count,), generator=gen).to(flat.device)
+        sign = (torch.randint(0, 2, (count,), generator=gen).to(torch.float32) * 2 - 1).to(
+            flat.device)
+        magnitude = float(flat.float().abs().mean()) + 1e-3
+        flat[where] = (flat[where].float() + 4 * magnitude * sign).to(flat.dtype)
+        files[i] = flat.view(t.shape)
+        target = call[i]
+        if isinstance(target, torch.Tensor):
+            call[i] = files[i].to(device=target.device, dtype=target.dtype)
+    return Inputs(files=files, call=call, scalar=list(inputs.scalar))

@@ -232,11 +232,12 @@ def write_plan(root: Path, task: Path, source: str, ext_dir: Path, trials: int =
 class Run:
     """The program as a child: events read line by line from stdout, the gate written to stdin."""
 
-    def __init__(self, plan: Path) -> None:
+    def __init__(self, plan: Path, pass_fds: tuple[int, ...] = ()) -> None:
         env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR), PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cuda_agent_bridge.candidate", str(plan)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            pass_fds=pass_fds)
         self.pending = b""
 
     def event(self, timeout: float) -> dict[str, Any] | None:
@@ -583,3 +584,145 @@ def test_load_inline_is_served_from_built_modules(tmp_path: Path, task: Path) ->
     events, rc = run_all(plan, timeout=300)
     assert rc == 1 and events[-1]["code"] == "candidate.load_failed", events
     assert "the build step did not see" in events[-1]["message"]
+
+
+# ---- device data: sets made from seeds on both sides, outputs compared in the bridge's slots ----
+
+WRONG_VALUES = """
+import torch
+from torch import nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.bias = nn.Parameter(torch.empty(n))
+
+    def forward(self, x, scale):
+        return x.clone()
+"""
+WRONG_SHAPE = WRONG_VALUES.replace("return x.clone()", "return x[:4].clone()")
+SLOT_FD = 60  # where the test places the slot descriptors for the runner (the C side uses 3)
+
+
+def open_slots(count: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, tuple[int, ...]]:
+    """A bridge context with `count` CPU slots made by op_slots, their descriptors received
+    from the descriptor channel as the C side receives them and placed at SLOT_FD, ..."""
+    import socket
+
+    from cuda_agent_bridge import server
+    from cuda_agent_bridge.slots import layout
+    from cuda_agent_bridge.tasks import TaskStore
+    from cuda_agent_bridge.timing import Clock
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    monkeypatch.setenv("CUDA_AGENT_FD_CHANNEL", str(theirs.fileno()))
+    ctx = server.Context(TaskStore(torch.device("cpu")), Clock(torch.device("cpu")))
+    _, size = layout(SPEC["outputs"])
+    answer = server.op_slots(ctx, {"count": count, "bytes": size})
+    assert answer == {"count": count, "bytes": size, "kind": "cpu"}
+    _, fds, _, _ = socket.recv_fds(ours, 16, 64)
+    assert len(fds) == count
+    for i, fd in enumerate(fds):
+        os.dup2(fd, SLOT_FD + i)
+        os.close(fd)
+    ours.close()
+    theirs.close()
+    return ctx, tuple(range(SLOT_FD, SLOT_FD + count))
+
+
+def device_plan(root: Path, task: Path, source: str, ext_dir: Path, slots: int) -> Path:
+    cand = root / "candidate.py"
+    cand.write_text(textwrap.dedent(source))
+    from cuda_agent_bridge.slots import layout
+
+    plan = {
+        "candidate": {"format": "kernelbench", "path": str(cand), "task_dir": str(task),
+                      "build_dir": str(ext_dir), "torch_device": "cpu"},
+        "device": 0, "spec": SPEC, "gate_after_verify": True,
+        "data": {"mode": "device", "kind": "cpu", "slots": slots,
+                 "slot_bytes": layout(SPEC["outputs"])[1], "first_fd": SLOT_FD},
+        "verify": [{"model_seed": 11, "seed": 21, "slot": 0},
+                   {"model_seed": 12, "seed": 22, "slot": 1}],
+        "timing": {"model_seed": 13, "rotation": [{"seed": 31}, {"seed": 32}], "seed": 7,
+                   "checks": [{"seed": 41, "slot": 0}, {"seed": 42, "near_seed": 31, "slot": 1}],
+                   "final": {"seed": 43, "slot": 2},
+                   "protocol": {"checks": 2, "min_samples": 5, "budget_s": 0.5,
+                                "warmup_min_ms": 5.0, "target_rse": 0.0}},
+    }
+    path = root / "plan.json"
+    path.write_text(json.dumps(plan))
+    return path
+
+
+def check(ctx: Any, task: Path, model_seed: int, seed: int, slot: int,
+          near_seed: int | None = None) -> dict[str, Any]:
+    from cuda_agent_bridge import server
+
+    req = {"task_dir": str(task), "model_seed": model_seed, "seed": seed, "slot": slot,
+           "atol": 1e-5, "rtol": 1e-5}
+    if near_seed is not None:
+        req["near_seed"] = near_seed
+    (out,) = server.op_check(ctx, req)["outputs"]
+    return out
+
+
+def test_device_data_runs_trials_and_timing_without_files(
+        tmp_path: Path, task: Path, ext_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, fds = open_slots(3, monkeypatch)
+    try:
+        run = Run(device_plan(tmp_path, task, GOOD, ext_dir, 3), pass_fds=fds)
+        head = run.until("verified", timeout=600)
+        assert names(head) == ["device", "loaded", "verify", "verify", "verified"], (
+            head, run.stderr())
+        assert all(e["ok"] for e in head[2:4]), head
+        # The bridge makes each trial's reference from the same seeds and compares in place
+        for k, (model_seed, seed) in enumerate([(11, 21), (12, 22)]):
+            got = check(ctx, task, model_seed, seed, k)
+            assert got["numel"] == 8 * 32 and got["mismatches"] == 0, got
+            assert got["first_index"] is None and got["max_abs_err"] < 1e-5, got
+        # A different seed is a different set: the same slot no longer matches
+        assert check(ctx, task, 11, 99, 0)["mismatches"] > 0
+        run.gate(b"continue\n")
+        tail, rc = run.finish()
+        assert rc == 0 and names(tail) == ["timing", "done"], (tail, run.stderr())
+        assert tail[0]["ok"] and tail[0]["checks_done"] == 2 and tail[0]["final_done"], tail
+        assert check(ctx, task, 13, 41, 0)["mismatches"] == 0
+        assert check(ctx, task, 13, 42, 1, near_seed=31)["mismatches"] == 0
+        assert check(ctx, task, 13, 42, 1)["mismatches"] > 0  # the near-duplicate differs
+        assert check(ctx, task, 13, 43, 2)["mismatches"] == 0
+        assert not list(tmp_path.glob("*.safetensors"))  # nothing went through a file
+    finally:
+        for fd in fds:
+            os.close(fd)
+        for s in ctx.slots:
+            s.close()
+
+
+def test_device_data_reports_wrong_values_and_wrong_shapes(
+        tmp_path: Path, task: Path, ext_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, fds = open_slots(2, monkeypatch)
+    try:
+        (tmp_path / "values").mkdir()
+        run = Run(device_plan(tmp_path / "values", task, WRONG_VALUES, ext_dir, 2),
+                  pass_fds=fds)
+        head = run.until("verified", timeout=300)
+        assert [e.get("ok") for e in head if e["event"] == "verify"] == [True, True], head
+        got = check(ctx, task, 11, 21, 0)
+        assert got["mismatches"] > 0 and got["first_index"] is not None, got
+        assert isinstance(got["first_out"], float) and got["max_abs_err"] > 1e-3, got
+        run.gate(b"stop\n")
+        assert run.finish()[1] == 0
+        (tmp_path / "shape").mkdir()
+        run = Run(device_plan(tmp_path / "shape", task, WRONG_SHAPE, ext_dir, 2), pass_fds=fds)
+        head = run.until("verified", timeout=300)
+        bad = [e for e in head if e["event"] == "verify"]
+        assert bad and bad[0]["ok"] is False and bad[0]["code"] == "verify.mismatch", head
+        assert "dtype or shape differs" in bad[0]["message"], bad
+        assert "[4, 32]" in bad[0]["message"] and "[8, 32]" in bad[0]["message"], bad
+        run.gate(b"stop\n")
+        run.finish()
+    finally:
+        for fd in fds:
+            os.close(fd)
+        for s in ctx.slots:
+            s.close()

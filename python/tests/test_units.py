@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from cuda_agent_bridge import server, timing
+from cuda_agent_bridge import server, tasks, timing
 from cuda_agent_bridge.errors import BridgeError, one_line
 from cuda_agent_bridge.files import load_tensors, save_tensors
 from cuda_agent_bridge.tasks import TaskStore, arg_names, flatten_outputs
@@ -197,14 +197,34 @@ def test_near_duplicate_moves_few_float_elements_far() -> None:
     idx = torch.arange(10)
     base = Inputs(files=[x, idx, torch.tensor(0.5, dtype=torch.float64)],
                   call=[x.clone(), idx.clone(), 0.5], scalar=[False, False, True])
-    near = server.near_duplicate(base, seed=7)
+    near = tasks.near_duplicate(base, seed=7)
     changed = (near.files[0] != x).nonzero()
-    assert 1 <= len(changed) <= server.NEAR_MAX_CHANGES
+    assert 1 <= len(changed) <= tasks.NEAR_MAX_CHANGES
     assert len(changed) <= x.numel() // 4096 + 1
     moved = (near.files[0] - x).abs().max()
     assert moved > 3 * x.abs().mean()  # far enough to change the rows it feeds
     assert torch.equal(near.files[1], idx) and near.files[2] is base.files[2]
     assert torch.equal(near.call[0], near.files[0]) and near.call[2] == 0.5
-    assert torch.equal(server.near_duplicate(base, seed=7).files[0], near.files[0])
-    assert not torch.equal(server.near_duplicate(base, seed=8).files[0], near.files[0])
+    assert torch.equal(tasks.near_duplicate(base, seed=7).files[0], near.files[0])
+    assert not torch.equal(tasks.near_duplicate(base, seed=8).files[0], near.files[0])
     assert torch.equal(base.files[0], x)  # the original set is untouched
+
+
+@pytest.mark.parametrize("chunk", [2, 1 << 26])
+def test_compare_stats_follows_the_c_rule(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """server.compare_stats (device data) counts what src/eval/compare.c counts: NaN only
+    matches NaN, an infinity only itself, finite pairs by allclose; errors over finite pairs."""
+    monkeypatch.setattr(server, "CHECK_CHUNK", chunk)
+    nan, inf = float("nan"), float("inf")
+    out = torch.tensor([1.0, nan, inf, 2.0, 5.0, nan, -inf])
+    ref = torch.tensor([1.0, nan, inf, 2.5, 5.0, 3.0, inf])
+    got = server.compare_stats(out, ref, atol=0.1, rtol=0.1)
+    assert got["numel"] == 7 and got["mismatches"] == 3 and got["nan_unwritten"] == 1, got
+    assert got["first_index"] == 3 and got["first_out"] == 2.0 and got["first_ref"] == 2.5
+    assert got["max_abs_err"] == pytest.approx(0.5) and got["max_rel_err"] == pytest.approx(0.2)
+    same = server.compare_stats(ref.clone(), ref, atol=0.0, rtol=0.0)
+    assert same["mismatches"] == 0 and same["first_index"] is None and same["max_abs_err"] == 0
+    unwritten = server.compare_stats(torch.full((5,), nan), torch.ones(5), 1e-5, 1e-5)
+    assert unwritten["nan_unwritten"] == 5 and unwritten["first_out"] == "nan", unwritten
+    ints = server.compare_stats(torch.tensor([1, 2, 3]), torch.tensor([1, 2, 4]), 0.0, 0.0)
+    assert ints["mismatches"] == 1 and ints["first_index"] == 2, ints

@@ -153,6 +153,7 @@ static json_t *first_messages(const char *workspace, struct ca_diag *d)
 struct call_outcome {
 	char *output; /* owned */
 	bool ok, violation;
+	int exit_code; /* of the cuda-agent command (docs/cli.md), for the shim */
 	double seconds;
 };
 
@@ -172,14 +173,41 @@ static void run_eval_command(struct eval_session *s, const struct agent_opts *o,
 		if (asprintf(&out->output, "cuda-agent: %s", d.msg) < 0)
 			out->output = NULL;
 		out->ok = false;
+		out->exit_code = 5;
 		return;
 	}
-	out->ok = eval_exit_code(result) == 0;
+	out->exit_code = eval_exit_code(result);
+	out->ok = out->exit_code == 0;
 	if (as_json)
 		out->output = json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(6));
 	else
 		out->output = strdup(json_string_value(json_object_get(result, "summary")));
 	json_decref(result);
+}
+
+/* `cuda-agent ...` typed inside a bash command (the shim, tools.h): the same commands as above. */
+struct shim_target {
+	struct eval_session *s;
+	const struct agent_opts *o;
+};
+
+static int serve_shim(void *arg, const char *line, char **output, int *exit_code)
+{
+	const struct shim_target *t = arg;
+	struct call_outcome out = {0};
+	enum eval_mode mode;
+	bool as_json;
+	if (!agent_eval_command(line, &mode, &as_json)) {
+		*output = strdup("cuda-agent: in the agent's workspace the commands are "
+				 "`cuda-agent compile`, `cuda-agent verify` and `cuda-agent profile`, "
+				 "each with an optional --json");
+		*exit_code = 2;
+		return 0;
+	}
+	run_eval_command(t->s, t->o, mode, as_json, &out);
+	*output = out.output;
+	*exit_code = out.output ? out.exit_code : 5;
+	return 0;
 }
 
 static void run_call(struct eval_session *s, const struct agent_opts *o,
@@ -270,7 +298,8 @@ int agent_run(struct eval_session *s, const struct agent_opts *o, struct agent_r
 	struct trajectory traj = {0};
 	struct llm_client client;
 	bool client_ok = false;
-	char traj_path[PATH_MAX], scratch[PATH_MAX] = "";
+	char traj_path[PATH_MAX], scratch[PATH_MAX] = "", shim_dir[PATH_MAX] = "";
+	struct shim_target shim = {s, o};
 	json_t *messages = NULL, *tools = NULL, *seen = NULL;
 	struct tool_ctx ctx;
 	double t0 = ca_now(), loop_own = 0;
@@ -300,7 +329,9 @@ int agent_run(struct eval_session *s, const struct agent_opts *o, struct agent_r
 	{
 		char base[PATH_MAX];
 		if (ca_cache_dir(base, sizeof base, d) || ca_make_temp_dir(base, "agent-tmp-", scratch,
-									 sizeof scratch, d)) {
+									 sizeof scratch, d) ||
+		    ca_make_temp_dir(base, "agent-bin-", shim_dir, sizeof shim_dir, d) ||
+		    tools_bash_write_shim(shim_dir, d)) {
 			rc = CA_ERR_IO;
 			goto out;
 		}
@@ -312,6 +343,9 @@ int agent_run(struct eval_session *s, const struct agent_opts *o, struct agent_r
 	ctx.output_cap = o->tool_output_cap;
 	ctx.sandbox = o->eval.sandbox;
 	ctx.scratch_dir = scratch;
+	ctx.agent_cmd = serve_shim;
+	ctx.agent_cmd_arg = &shim;
+	ctx.shim_dir = shim_dir;
 	tools = tools_schemas();
 	seen = json_object();
 	traj_write(&traj, json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:O, s:O}", "type", "start",
@@ -451,6 +485,8 @@ out:
 		llm_client_free(&client);
 	if (scratch[0])
 		ca_remove_tree(scratch, NULL);
+	if (shim_dir[0])
+		ca_remove_tree(shim_dir, NULL);
 	json_decref(messages);
 	json_decref(tools);
 	json_decref(seen);

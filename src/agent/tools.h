@@ -52,7 +52,17 @@ struct tool_ctx {
 	size_t output_cap;              /* bytes of a tool's output given back to the model; 0: 30000; longer output keeps head and tail with a "[... N bytes omitted ...]" note */
 	bool sandbox;                   /* bash runs in the sandbox (default true; false only for tests on machines without namespaces) */
 	const char *scratch_dir;        /* per-session host dir the sandbox's /tmp is bound to (caller creates and removes it) */
+	/* `cuda-agent` inside bash: when agent_cmd is set, shim_dir (written by tools_bash_write_shim, bound read-only,
+	 * first on PATH) holds a `cuda-agent` program that sends its command line over a socket (fd 3) and prints
+	 * the answer; agent_cmd runs it outside the sandbox while the command waits (its time is not counted
+	 * against the bash limit) and returns what to print (malloc'd) and the exit code. NULL: not available. */
+	int (*agent_cmd)(void *arg, const char *command_line, char **output, int *exit_code);
+	void *agent_cmd_arg;
+	const char *shim_dir;
 };
+
+/* Writes the `cuda-agent` shim (a POSIX shell script, 0755) into dir. */
+int tools_bash_write_shim(const char *dir, struct ca_diag *d);
 
 /* The OpenAI "tools" array: [{"type": "function", "function": {"name", "description", "parameters": JSON Schema}}, ...] for
  * bash {command, timeout_s?}, read_file {path, offset_line?, limit_lines?}, write_file {path, content},

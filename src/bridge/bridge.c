@@ -1,8 +1,12 @@
 #include "bridge/bridge.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "util/fs.h"
 #include "util/log.h"
@@ -21,12 +25,13 @@ int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_dia
 	const char *device = opts && opts->device ? opts->device : "auto";
 	const char *old_pp = getenv("PYTHONPATH");
 	char *pp_env = NULL;
-	int rc;
+	int rc, pair[2];
 
 	memset(b, 0, sizeof *b);
 	b->child.pid = -1;
 	b->child.to_child = b->child.from_child = -1; /* bridge_stop after a failure closes nothing */
 	b->next_id = 1;
+	b->fd_channel = -1;
 	rc = ca_install_root(root, sizeof root, d);
 	if (rc)
 		return rc;
@@ -38,13 +43,23 @@ int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_dia
 	if (asprintf(&pp_env, "PYTHONPATH=%s%s%s", pypath, old_pp && old_pp[0] ? ":" : "",
 		     old_pp ? old_pp : "") < 0)
 		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
-	const char *env_add[] = {pp_env, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", NULL};
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+		free(pp_env);
+		return ca_fail(d, CA_ERR_IO, "socketpair: %s", strerror(errno));
+	}
+	const char *env_add[] = {pp_env, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1",
+				 "CUDA_AGENT_FD_CHANNEL=3", NULL};
 	const char *argv[] = {python, "-m", "cuda_agent_bridge", "--device", device, NULL};
-	struct ca_run_opts ro = {.env_add = env_add};
+	struct ca_run_opts ro = {.env_add = env_add, .pass_fds = &pair[1], .n_pass_fds = 1};
 	if (opts && opts->stderr_path)
 		ca_strlcpy(b->stderr_path, opts->stderr_path, sizeof b->stderr_path);
 	rc = ca_child_spawn(&b->child, argv, &ro, b->stderr_path[0] ? b->stderr_path : NULL, d);
 	free(pp_env);
+	close(pair[1]);
+	if (rc)
+		close(pair[0]);
+	else
+		b->fd_channel = pair[0];
 	if (rc)
 		return ca_fail_prefix(d, rc, "cannot start the torch bridge (%s)", python);
 	ca_log_debug("torch bridge started (pid %d, %s)", (int)b->child.pid, python);
@@ -182,10 +197,63 @@ out:
 	return rc;
 }
 
+int bridge_recv_fds(struct bridge *b, int *fds, size_t want, double timeout_s, struct ca_diag *d)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * CA_MAX_PASS_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	char tag[16];
+	struct iovec iov = {.iov_base = tag, .iov_len = sizeof tag};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = sizeof ctl.buf};
+	struct pollfd pfd = {.fd = b->fd_channel, .events = POLLIN};
+	size_t got = 0;
+	int rc = 0;
+
+	if (b->fd_channel < 0 || want == 0 || want > CA_MAX_PASS_FDS)
+		return ca_fail(d, CA_ERR_INVALID, "bridge: no descriptor channel for %zu descriptors",
+			       want);
+	int ready = poll(&pfd, 1, (int)(timeout_s * 1000));
+	if (ready <= 0)
+		return ca_fail(d, ready == 0 ? CA_ERR_TIMEOUT : CA_ERR_IO,
+			       "bridge: no descriptors arrived within %.0f s", timeout_s);
+	ssize_t n = recvmsg(b->fd_channel, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0)
+		return ca_fail(d, CA_ERR_IO, "bridge: recvmsg: %s", strerror(errno));
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		const unsigned char *data = CMSG_DATA(c);
+		for (size_t i = 0; i < count; i++) {
+			int fd;
+			memcpy(&fd, data + i * sizeof fd, sizeof fd);
+			if (got < want) {
+				fds[got++] = fd;
+			} else {
+				close(fd);
+				rc = CA_ERR_PARSE;
+			}
+		}
+	}
+	if ((msg.msg_flags & MSG_CTRUNC) || rc || got != want) {
+		for (size_t i = 0; i < got; i++)
+			close(fds[i]);
+		return ca_fail(d, CA_ERR_PARSE,
+			       "bridge: expected %zu descriptors, received %zu%s", want, got,
+			       (msg.msg_flags & MSG_CTRUNC) ? " (truncated)" : "");
+	}
+	return 0;
+}
+
 void bridge_stop(struct bridge *b)
 {
 	if (b->child.pid > 0 && b->ready)
 		(void)ca_child_write(&b->child, "{\"id\":0,\"op\":\"shutdown\"}\n", 25, NULL);
 	ca_child_close(&b->child, 2.0);
+	if (b->fd_channel >= 0)
+		close(b->fd_channel);
+	b->fd_channel = -1;
 	b->ready = false;
 }

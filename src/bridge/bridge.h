@@ -32,6 +32,7 @@ struct bridge {
 	char gpu_name[128];
 	char cuda_version[32];
 	long long l2_bytes;
+	int fd_channel; /* our end of the socket pair the bridge sends descriptors on (fd 3 there) */
 };
 
 int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_diag *d);
@@ -48,6 +49,11 @@ int bridge_wait_ready(struct bridge *b, double timeout_s, struct ca_diag *d);
  * with the tail of its stderr log. */
 int bridge_call(struct bridge *b, const char *op, const json_t *req, double timeout_s,
 		json_t **result, char *err_code, size_t err_code_size, struct ca_diag *d);
+
+/* Receives the descriptors the bridge sent with its last answer (SCM_RIGHTS on the channel, op
+ * "slots" of docs/protocol.md): exactly `want` of them into fds (the caller closes them), within
+ * timeout_s. Fewer, more, or none in time is an error (any received are closed). */
+int bridge_recv_fds(struct bridge *b, int *fds, size_t want, double timeout_s, struct ca_diag *d);
 
 void bridge_stop(struct bridge *b);
 

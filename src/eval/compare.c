@@ -9,19 +9,26 @@
 static void note_mismatch(struct compare_result *r, const struct st_tensor *ref, size_t i,
 			  double o, double e)
 {
-	if (!r->has_first) {
-		size_t rem = i;
-		r->has_first = true;
-		r->first_index = i;
-		r->first_out = o;
-		r->first_ref = e;
-		for (int k = ref->ndim - 1; k >= 0 && k < 8; k--) {
-			size_t dim = ref->shape[k] > 0 ? (size_t)ref->shape[k] : 1;
-			r->first_coords[k] = (int64_t)(rem % dim);
-			rem /= dim;
-		}
-	}
+	if (!r->has_first)
+		compare_locate(r, i, ref->shape, ref->ndim, o, e);
 	r->mismatches++;
+}
+
+void compare_locate(struct compare_result *r, size_t index, const int64_t *shape, int ndim,
+		    double got, double expected)
+{
+	size_t rem = index;
+	r->has_first = true;
+	r->first_index = index;
+	r->first_out = got;
+	r->first_ref = expected;
+	r->ndim = ndim;
+	for (int k = ndim - 1; k >= 0; k--) {
+		size_t dim = shape[k] > 0 ? (size_t)shape[k] : 1;
+		if (k < 8)
+			r->first_coords[k] = (int64_t)(rem % dim);
+		rem /= dim;
+	}
 }
 
 /* One element; returns true when it matches. */

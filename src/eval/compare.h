@@ -31,6 +31,11 @@ struct compare_result {
 void compare_tensors(const struct st_tensor *out, const struct st_tensor *ref, double atol,
 		     double rtol, struct compare_result *r);
 
+/* Sets r's first mismatch to flat index `index` of a tensor of `shape` (row-major coordinates,
+ * at most 8 dimensions kept), with the values got and expected. */
+void compare_locate(struct compare_result *r, size_t index, const int64_t *shape, int ndim,
+		    double got, double expected);
+
 /* "outputs.0 [3, 17]: got 0.5, expected 0.25" style description of the first mismatch. */
 void compare_describe(const struct compare_result *r, const char *name, char *buf, size_t size);
 

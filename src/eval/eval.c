@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bridge/bridge.h"
 #include "build/build.h"
 #include "eval/compare.h"
 #include "eval/reward.h"
@@ -36,6 +37,7 @@
 #define WORKER_MAX_LINE (8u << 20)
 /* The worker's stdout and stderr (the candidate's printf included) beyond this stop the run */
 #define WORKER_MAX_OUTPUT (16ull << 20)
+#define SLOT_ALIGN 256 /* python/cuda_agent_bridge/slots.py ALIGN */
 
 /* Everything one evaluation owns; released by run_free(). */
 struct run {
@@ -71,6 +73,13 @@ struct run {
 	double data_bytes; /* of every set the worker reads and writes (step_check_space) */
 	double output_file_bytes; /* of the outputs of one call: the files the worker writes */
 	double set_bytes;         /* inputs, params and outputs of one call */
+	/* Device data (eval.h): the runner's output slots, made by the bridge */
+	bool device_data;
+	bool slots_open;                /* the bridge holds slots for this run */
+	int slot_fds[CA_MAX_PASS_FDS];  /* our copies until the runner has its own */
+	int n_slots;
+	size_t slot_bytes;
+	char slot_kind[8];
 	double t_start;
 	json_t *seconds;
 };
@@ -596,6 +605,8 @@ static int step_reference(struct run *r)
 {
 	const struct eval_protocol *p = &r->o->protocol;
 	double t0 = ca_now();
+	if (r->device_data) /* made by the bridge when it checks each set (step_open_slots) */
+		return 0;
 	if (step_check_space(r))
 		return -1;
 	for (int k = 0; k < p->trials; k++) {
@@ -633,6 +644,8 @@ static int step_reference_timing(struct run *r)
 {
 	const struct eval_protocol *p = &r->o->protocol;
 	double t0 = ca_now();
+	if (r->device_data) /* the runner makes its timing sets from the plan's seeds */
+		return 0;
 	remove_trial_files(r);
 	{
 		json_t *sets = json_array();
@@ -665,11 +678,166 @@ static int step_reference_timing(struct run *r)
 	return 0;
 }
 
+/* ---- device data (eval.h, docs/protocol.md) ---------------------------------------------- */
+
+/* Device data or files: decided once the spec is known. */
+static int step_data_mode(struct run *r)
+{
+	double in = spec_bytes(r->spec.args, r->spec.num_args);
+	double out = spec_bytes(r->spec.outputs, r->spec.num_outputs);
+	bool torch = r->format != CANDIDATE_NATIVE;
+	if (r->o->data == EVAL_DATA_DEVICE && !torch) {
+		set_reason(r, "env.unsupported",
+			   "--data device is for PyTorch-format candidates; the native worker reads "
+			   "its sets from files (use --data files or auto)");
+		return -1;
+	}
+	r->device_data = torch && (r->o->data == EVAL_DATA_DEVICE ||
+				   (r->o->data == EVAL_DATA_AUTO && in + out >= EVAL_DEVICE_DATA_BYTES));
+	if (r->device_data) {
+		/* Nothing goes to files; the watchdog still allows for making every set */
+		const struct eval_protocol *p = &r->o->protocol;
+		double par = spec_bytes(r->spec.params, r->spec.num_params);
+		r->set_bytes = in + par + out;
+		r->data_bytes = p->trials * (par + in + out) +
+				(r->timing_wanted ? p->rotation_sets * in +
+							    (p->timing.checks + 1) * (in + out)
+						  : 0);
+		r->output_file_bytes = 0;
+	}
+	json_object_set_new(r->result, "data", json_string(r->device_data ? "device" : "files"));
+	return 0;
+}
+
+/* The runner's output slots: one per verification trial (checked at the gate), reused by the
+ * checked and final calls of timing. The bridge sends their descriptors with its answer. */
+static int step_open_slots(struct run *r)
+{
+	const struct eval_protocol *p = &r->o->protocol;
+	struct ca_diag d = {{0}};
+	size_t bytes = 0;
+	int count = p->trials;
+	json_t *req, *res = NULL;
+
+	for (int i = 0; i < r->spec.num_outputs; i++) {
+		size_t n = tensor_spec_nbytes(&r->spec.outputs[i]);
+		bytes += (n + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
+	}
+	if (bytes == 0)
+		bytes = SLOT_ALIGN;
+	if (r->timing_wanted && p->timing.checks + 1 > count)
+		count = p->timing.checks + 1;
+	if (count > CA_MAX_PASS_FDS) {
+		set_reason(r, "env.unsupported",
+			   "device data holds at most %d sets at once; this evaluation needs %d "
+			   "(use fewer --trials, or --data files)", CA_MAX_PASS_FDS, count);
+		return -1;
+	}
+	req = json_pack("{s:i, s:I}", "count", count, "bytes", (json_int_t)bytes);
+	int rc = bridge_request(r, "slots", req, 120.0, &res);
+	json_decref(req);
+	if (rc)
+		return -1;
+	r->slots_open = true;
+	ca_strlcpy(r->slot_kind, json_string_value(json_object_get(res, "kind")) ?
+			json_string_value(json_object_get(res, "kind")) : "", sizeof r->slot_kind);
+	json_decref(res);
+	if (bridge_recv_fds(&r->s->bridge, r->slot_fds, (size_t)count, 30.0, &d)) {
+		set_reason(r, "env.bridge", "torch bridge (slots): %s", d.msg);
+		return -1;
+	}
+	r->n_slots = count;
+	r->slot_bytes = bytes;
+	return 0;
+}
+
+/* Our copies of the slot descriptors (the runner has its own once started). */
+static void close_slot_fds(struct run *r)
+{
+	for (int i = 0; i < r->n_slots; i++)
+		if (r->slot_fds[i] >= 0)
+			close(r->slot_fds[i]);
+	r->n_slots = 0;
+}
+
+static void release_slots(struct run *r)
+{
+	close_slot_fds(r);
+	if (r->slots_open) {
+		json_t *req = json_object(), *res = NULL;
+		struct ca_diag d = {{0}};
+		char code[64];
+		if (bridge_call(&r->s->bridge, "slots_close", req, 60.0, &res, code, sizeof code, &d))
+			ca_log_warn("torch bridge: cannot release the output slots: %s", d.msg);
+		json_decref(req);
+		json_decref(res);
+		r->slots_open = false;
+	}
+}
+
+static json_t *seed_set(uint64_t seed, int slot)
+{
+	json_t *o = json_pack("{s:I}", "seed", (json_int_t)seed);
+	if (slot >= 0)
+		json_object_set_new(o, "slot", json_integer(slot));
+	return o;
+}
+
+/* The near-duplicate source of checked call i (0: a fresh set), as in step_reference_timing */
+static const uint64_t *check_near_seed(const struct run *r, int i)
+{
+	return i > 0 ? &r->rotation_seeds[i % r->o->protocol.rotation_sets] : NULL;
+}
+
+static json_t *make_device_plan(struct run *r)
+{
+	const struct eval_protocol *p = &r->o->protocol;
+	json_t *verify = json_array();
+	json_t *plan;
+
+	for (int k = 0; k < p->trials; k++)
+		json_array_append_new(verify, json_pack("{s:I, s:I, s:i}", "model_seed",
+							(json_int_t)r->trial_seeds[k], "seed",
+							(json_int_t)r->trial_seeds[k], "slot", k));
+	plan = json_pack("{s:s, s:i, s:O, s:o, s:b, s:{s:s, s:s, s:i, s:I, s:i}}", "library",
+			 r->library, "device", 0, "spec", r->spec_json, "verify", verify,
+			 "gate_after_verify", 1, "data", "mode", "device", "kind", r->slot_kind,
+			 "slots", r->n_slots, "slot_bytes", (json_int_t)r->slot_bytes, "first_fd",
+			 3);
+	if (r->timing_wanted) {
+		json_t *rot = json_array(), *checks = json_array();
+		for (int i = 0; i < p->rotation_sets; i++)
+			json_array_append_new(rot, seed_set(r->rotation_seeds[i], -1));
+		for (int i = 0; i < p->timing.checks; i++) {
+			json_t *c = seed_set(r->check_seeds[i], i);
+			const uint64_t *near = check_near_seed(r, i);
+			if (near)
+				json_object_set_new(c, "near_seed", json_integer((json_int_t)*near));
+			json_array_append_new(checks, c);
+		}
+		json_object_set_new(plan, "timing",
+				    json_pack("{s:I, s:o, s:o, s:o, s:I, s:o}", "model_seed",
+					      (json_int_t)r->timing_model_seed, "rotation", rot,
+					      "checks", checks, "final",
+					      seed_set(r->final_seed, p->timing.checks), "seed",
+					      (json_int_t)r->plan_seed, "protocol",
+					      eval_protocol_timing_json(p)));
+	}
+	if (r->profile_wanted) /* PyTorch-format runners answer profile as unsupported */
+		json_object_set_new(plan, "profile", json_pack("{s:i}", "calls", 1));
+	return plan;
+}
+
 static json_t *make_plan(struct run *r)
 {
 	const struct eval_protocol *p = &r->o->protocol;
 	json_t *verify = json_array();
 	json_t *plan;
+
+	if (r->device_data) {
+		json_decref(verify);
+		return make_device_plan(r);
+	}
 
 	for (int k = 0; k < p->trials; k++)
 		json_array_append_new(verify,
@@ -710,73 +878,182 @@ static json_t *make_plan(struct run *r)
 
 /* Compares the worker's outputs file with the reference file; fills a trial-style object.
  * Returns 1 if all outputs match, 0 if not, -1 if a file could not be read. */
+/* The figures of a call's outputs, summed into its trial-style entry. */
+struct compare_tally {
+	double max_abs, max_rel;
+	size_t mismatches;
+	int verdict; /* 1 all match, 0 not */
+	bool described;
+};
+
+static void tally_output(struct run *r, int i, const struct compare_result *cr, json_t *entry,
+			 struct compare_tally *t)
+{
+	char label[CA_SPEC_NAME_MAX + 32], msg[1024];
+	t->max_abs = fmax(t->max_abs, cr->max_abs_err);
+	t->max_rel = fmax(t->max_rel, cr->max_rel_err);
+	t->mismatches += cr->shape_ok ? cr->mismatches : cr->numel;
+	if (cr->match)
+		return;
+	t->verdict = 0;
+	if (t->described)
+		return;
+	t->described = true;
+	snprintf(label, sizeof label, "output %d (%s)", i, r->spec.outputs[i].name);
+	compare_describe(cr, label, msg, sizeof msg);
+	json_object_set_new(entry, "message", json_string(msg));
+	if (cr->has_first) {
+		json_t *idx = json_array();
+		for (int k = 0; k < cr->ndim && k < 8; k++)
+			json_array_append_new(idx, json_integer(cr->first_coords[k]));
+		json_object_set_new(entry, "first_mismatch",
+				    json_pack("{s:i, s:s, s:o, s:f, s:f}", "output", i, "name",
+					      r->spec.outputs[i].name, "index", idx, "got",
+					      isfinite(cr->first_out) ? cr->first_out : 0.0,
+					      "expected",
+					      isfinite(cr->first_ref) ? cr->first_ref : 0.0));
+		if (!isfinite(cr->first_out))
+			json_object_set_new(json_object_get(entry, "first_mismatch"), "got",
+					    json_string(isnan(cr->first_out) ? "nan" : "inf"));
+	}
+}
+
+static void tally_finish(json_t *entry, const struct compare_tally *t)
+{
+	json_object_set_new(entry, "max_abs_err", json_real(t->max_abs));
+	json_object_set_new(entry, "max_rel_err", json_real(t->max_rel));
+	json_object_set_new(entry, "mismatches", json_integer((json_int_t)t->mismatches));
+}
+
 static int compare_files(struct run *r, const char *out_path, const char *ref_path,
 			 json_t *entry)
 {
 	struct safetensors out = {0}, ref = {0};
 	struct ca_diag d = {{0}};
-	double max_abs = 0, max_rel = 0;
-	size_t mismatches = 0;
-	int verdict = 1;
-	bool described = false;
+	struct compare_tally t = {.verdict = 1};
 
 	if (safetensors_open(&ref, ref_path, &d)) {
 		json_object_set_new(entry, "message", json_string(d.msg));
-		verdict = -1;
+		t.verdict = -1;
 		goto out;
 	}
 	if (safetensors_open(&out, out_path, &d)) {
 		json_object_set_new(entry, "message", json_string(d.msg));
-		verdict = -1;
+		t.verdict = -1;
 		goto out;
 	}
 	for (int i = 0; i < r->spec.num_outputs; i++) {
 		const struct st_tensor *o = safetensors_find_indexed(&out, "outputs", i);
 		const struct st_tensor *e = safetensors_find_indexed(&ref, "outputs", i);
 		struct compare_result cr;
-		char label[CA_SPEC_NAME_MAX + 32], msg[1024];
 		if (!o || !e) {
 			json_object_set_new(entry, "message",
 					    json_sprintf("outputs.%d is missing from %s", i,
 							 !o ? "the worker's file" : "the reference"));
-			verdict = -1;
+			t.verdict = -1;
 			goto out;
 		}
 		compare_tensors(o, e, r->task.atol, r->task.rtol, &cr);
-		max_abs = fmax(max_abs, cr.max_abs_err);
-		max_rel = fmax(max_rel, cr.max_rel_err);
-		mismatches += cr.shape_ok ? cr.mismatches : cr.numel;
-		if (cr.match)
-			continue;
-		verdict = 0;
-		if (described)
-			continue;
-		described = true;
-		snprintf(label, sizeof label, "output %d (%s)", i, r->spec.outputs[i].name);
-		compare_describe(&cr, label, msg, sizeof msg);
-		json_object_set_new(entry, "message", json_string(msg));
-		if (cr.has_first) {
-			json_t *idx = json_array();
-			for (int k = 0; k < cr.ndim && k < 8; k++)
-				json_array_append_new(idx, json_integer(cr.first_coords[k]));
-			json_object_set_new(entry, "first_mismatch",
-					    json_pack("{s:i, s:s, s:o, s:f, s:f}", "output", i,
-						      "name", r->spec.outputs[i].name, "index", idx,
-						      "got", isfinite(cr.first_out) ? cr.first_out : 0.0,
-						      "expected",
-						      isfinite(cr.first_ref) ? cr.first_ref : 0.0));
-			if (!isfinite(cr.first_out))
-				json_object_set_new(json_object_get(entry, "first_mismatch"), "got",
-						    json_string(isnan(cr.first_out) ? "nan" : "inf"));
-		}
+		tally_output(r, i, &cr, entry, &t);
 	}
-	json_object_set_new(entry, "max_abs_err", json_real(max_abs));
-	json_object_set_new(entry, "max_rel_err", json_real(max_rel));
-	json_object_set_new(entry, "mismatches", json_integer((json_int_t)mismatches));
+	tally_finish(entry, &t);
 out:
 	safetensors_close(&out);
 	safetensors_close(&ref);
-	return verdict;
+	return t.verdict;
+}
+
+/* A value of the bridge's check answer: a number, or "nan", "inf", "-inf". */
+static double check_number(const json_t *v)
+{
+	const char *s = json_string_value(v);
+	if (json_is_number(v))
+		return json_number_value(v);
+	if (s && strcmp(s, "inf") == 0)
+		return INFINITY;
+	if (s && strcmp(s, "-inf") == 0)
+		return -INFINITY;
+	return NAN;
+}
+
+/* One output's figures from the bridge's check answer (python/cuda_agent_bridge/server.py
+ * compare_stats: compare.h's rule, computed on the device). */
+static int check_result(const json_t *o, const struct tensor_spec *spec,
+			struct compare_result *cr)
+{
+	const json_t *first = json_object_get(o, "first_index");
+	json_int_t numel = json_integer_value(json_object_get(o, "numel"));
+	json_int_t bad = json_integer_value(json_object_get(o, "mismatches"));
+	json_int_t unwritten = json_integer_value(json_object_get(o, "nan_unwritten"));
+	memset(cr, 0, sizeof *cr);
+	if (!json_is_integer(json_object_get(o, "numel")) || numel < 0 || bad < 0 ||
+	    unwritten < 0 || bad > numel || (!json_is_null(first) && !json_is_integer(first)))
+		return -1;
+	cr->shape_ok = true;
+	cr->numel = (size_t)numel;
+	cr->mismatches = (size_t)bad;
+	cr->nan_unwritten = (size_t)unwritten;
+	cr->max_abs_err = check_number(json_object_get(o, "max_abs_err"));
+	cr->max_rel_err = check_number(json_object_get(o, "max_rel_err"));
+	cr->match = bad == 0;
+	cr->ndim = spec->ndim;
+	if (json_is_integer(first) && json_integer_value(first) >= 0 &&
+	    json_integer_value(first) < numel)
+		compare_locate(cr, (size_t)json_integer_value(first), spec->shape, spec->ndim,
+			       check_number(json_object_get(o, "first_out")),
+			       check_number(json_object_get(o, "first_ref")));
+	else if (bad > 0)
+		return -1;
+	return 0;
+}
+
+/* Device data: the bridge makes the set's reference outputs and compares them with what the
+ * runner left in slot `slot`; fills a trial-style entry like compare_files. */
+static int compare_slot(struct run *r, uint64_t model_seed, uint64_t seed, const uint64_t *near,
+			int slot, json_t *entry)
+{
+	json_t *req = json_pack("{s:s, s:I, s:I, s:i, s:f, s:f}", "task_dir", r->task.dir,
+				"model_seed", (json_int_t)model_seed, "seed", (json_int_t)seed,
+				"slot", slot, "atol", r->task.atol, "rtol", r->task.rtol);
+	json_t *res = NULL, *outs;
+	struct compare_tally t = {.verdict = 1};
+	struct ca_diag d = {{0}};
+	char code[64];
+
+	if (near)
+		json_object_set_new(req, "near_seed", json_integer((json_int_t)*near));
+	int rc = bridge_call(&r->s->bridge, "check", req, 120.0 + 4.0 * r->set_bytes / 1e9, &res,
+			     code, sizeof code, &d);
+	json_decref(req);
+	if (rc) {
+		json_object_set_new(entry, "message",
+				    json_sprintf("the torch bridge could not check the outputs: %s",
+						 d.msg));
+		return -1;
+	}
+	outs = json_object_get(res, "outputs");
+	if (json_array_size(outs) != (size_t)r->spec.num_outputs) {
+		json_object_set_new(entry, "message",
+				    json_sprintf("the torch bridge checked %zu outputs; the spec has %d",
+						 json_array_size(outs), r->spec.num_outputs));
+		t.verdict = -1;
+		goto out;
+	}
+	for (int i = 0; i < r->spec.num_outputs; i++) {
+		struct compare_result cr;
+		if (check_result(json_array_get(outs, (size_t)i), &r->spec.outputs[i], &cr)) {
+			json_object_set_new(entry, "message",
+					    json_sprintf("the torch bridge's check of output %d is "
+							 "malformed", i));
+			t.verdict = -1;
+			goto out;
+		}
+		tally_output(r, i, &cr, entry, &t);
+	}
+	tally_finish(entry, &t);
+out:
+	json_decref(res);
+	return t.verdict;
 }
 
 /* Called when the worker has finished the verification trials: compares every trial. */
@@ -793,7 +1070,9 @@ static void verify_outputs(struct run *r)
 		}
 		pathf(out_path, sizeof out_path, "%s/out_%zu.safetensors", r->work, k);
 		pathf(ref_path, sizeof ref_path, "%s/ref_%zu.safetensors", r->priv, k);
-		int v = compare_files(r, out_path, ref_path, trial);
+		int v = r->device_data ? compare_slot(r, r->trial_seeds[k], r->trial_seeds[k], NULL,
+						      (int)k, trial)
+				       : compare_files(r, out_path, ref_path, trial);
 		if (v != 1) {
 			json_object_set_new(trial, "ok", json_false());
 			json_object_set_new(trial, "code", json_string(v == 0 ? "verify.mismatch"
@@ -917,7 +1196,8 @@ static int spawn_candidate(struct run *r, const char *const *argv,
 	for (size_t i = 0; env_extra && env_extra[i] && n_env < SPAWN_MAX_ENV; i++)
 		env[n_env++] = env_extra[i];
 	if (!r->sandboxed) {
-		struct ca_run_opts ro = {.env_add = env};
+		struct ca_run_opts ro = {.env_add = env, .pass_fds = r->slot_fds,
+					 .n_pass_fds = (size_t)r->n_slots};
 		return ca_child_spawn(child, argv, &ro, err_path, d);
 	}
 	memcpy(binds + 2, extra, n_extra * sizeof *extra);
@@ -936,6 +1216,8 @@ static int spawn_candidate(struct run *r, const char *const *argv,
 	}
 	so.env = env;
 	so.pass_ld_library_path = true;
+	so.pass_fds = r->slot_fds; /* device data: the output slots, at 3, 4, ... */
+	so.n_pass_fds = (size_t)r->n_slots;
 	so.binds = binds;
 	so.n_binds = n_extra + 2;
 	so.tmp_dir = scratch_tmp; /* sandbox_spawn hands them to the sandbox's uid */
@@ -1184,6 +1466,8 @@ static int step_worker(struct run *r)
 		set_reason(r, "env.bridge", "cannot use the Python runtime: %s", d.msg);
 		return -1;
 	}
+	if (r->device_data && step_open_slots(r))
+		return -1;
 	plan = make_plan(r);
 	if (!native)
 		json_object_set_new(plan, "candidate", torch_candidate_json(r));
@@ -1217,8 +1501,10 @@ static int step_worker(struct run *r)
 		const char *more[] = {plan_path, lib_dir, r->task.dir, r->cand_path, NULL};
 		nb = python_binds(rt, more, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
 	}
-	if (spawn_candidate(r, native ? native_argv : py_argv, binds, (size_t)nb,
-			    native ? NULL : py_env, err_path, limit, &sb, &child, &d)) {
+	rc = spawn_candidate(r, native ? native_argv : py_argv, binds, (size_t)nb,
+			     native ? NULL : py_env, err_path, limit, &sb, &child, &d);
+	close_slot_fds(r); /* the runner holds its own copies now */
+	if (rc) {
 		set_reason(r, r->sandboxed ? "env.sandbox" : "env.no_worker",
 			   "cannot start the %s%s: %s", native ? "GPU worker" : "PyTorch runner",
 			   r->sandboxed ? " in the sandbox" : "", d.msg);
@@ -1354,7 +1640,11 @@ static void step_check_timing(struct run *r)
 			pathf(out_path, sizeof out_path, "%s/check_out_%d.safetensors", r->work, i);
 			pathf(ref_path, sizeof ref_path, "%s/check_ref_%d.safetensors", r->priv, i);
 		}
-		int v = compare_files(r, out_path, ref_path, entry);
+		int v = !r->device_data ? compare_files(r, out_path, ref_path, entry)
+			: final	       ? compare_slot(r, r->timing_model_seed, r->final_seed, NULL,
+						      i, entry)
+				       : compare_slot(r, r->timing_model_seed, r->check_seeds[i],
+						      check_near_seed(r, i), i, entry);
 		json_object_set_new(entry, "call", json_string(final ? "final" : "in-loop"));
 		json_object_set_new(entry, "ok", json_boolean(v == 1));
 		if (v != 1 && all_ok) {
@@ -1468,11 +1758,30 @@ static void step_timing_result(struct run *r)
 	json_decref(baselines);
 }
 
+/* A reason that is the environment's or the task's, not the candidate's: no GPU, the bridge or
+ * the sandbox failing, a broken task, our own bug. Such a run says nothing about the candidate,
+ * so it gets no reward (null) rather than -1: an RL trainer must not learn from it. */
+static bool judged_candidate(const char *code)
+{
+	return strncmp(code, "env.", 4) != 0 && strncmp(code, "task.", 5) != 0 &&
+	       strcmp(code, "internal") != 0 && strcmp(code, "build.internal") != 0;
+}
+
 static void step_reward(struct run *r)
 {
 	json_t *timing = json_object_get(r->result, "timing");
 	struct reward_input in = {0};
 	struct reward_output out;
+	if (!judged_candidate(reason_code(r))) {
+		json_object_set_new(r->result, "reward", json_null());
+		json_object_set_new(r->result, "reward_continuous", json_null());
+		json_object_set_new(r->result, "reward_explanation",
+				    json_sprintf("no reward: the evaluation could not judge the "
+						 "candidate (%s is the environment's or the task's "
+						 "failure, not the candidate's)",
+						 reason_code(r)));
+		return;
+	}
 	in.compiled = json_is_true(json_object_get(r->result, "compiled"));
 	in.correct = json_is_true(json_object_get(r->result, "correct"));
 	in.t_candidate_ms = median_of(json_object_get(timing, "candidate"));
@@ -1576,6 +1885,7 @@ static json_t *new_result(const struct eval_opts *o)
 
 static void run_free(struct run *r)
 {
+	release_slots(r);
 	if (r->dir[0] && !r->o->keep_run_dir)
 		ca_remove_tree(r->dir, NULL);
 	if (r->task_loaded)
@@ -1663,7 +1973,7 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 			   "and the task is valid; verification and timing need a GPU");
 		goto out;
 	}
-	if (make_run_dirs(&r) || step_reference(&r))
+	if (step_data_mode(&r) || make_run_dirs(&r) || step_reference(&r))
 		goto out;
 	ca_log_info("running %d verification trials%s", o->protocol.trials,
 		    r.timing_wanted ? ", then timing" : "");
@@ -1676,6 +1986,7 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 		step_timing_result(&r);
 	if (r.profile_wanted && r.verify_ok)
 		step_profile_result(&r);
+	release_slots(&r);
 	if (strcmp(reason_code(&r), "ok") == 0) {
 		json_object_set_new(r.result, "reason",
 				    json_pack("{s:s, s:s}", "code", "ok", "message",

@@ -26,6 +26,13 @@
 
 enum eval_mode { EVAL_COMPILE, EVAL_VERIFY, EVAL_PROFILE, EVAL_FULL };
 
+/* Where a PyTorch-format candidate's data lives (docs/protocol.md, "Device data"): files in the
+ * run directory, or made on the device from the seeds by both the bridge and the runner, with
+ * the runner's outputs left in bridge-owned slots and compared by the bridge. AUTO: device data
+ * for PyTorch-format candidates on a GPU when one call's tensors reach EVAL_DEVICE_DATA_BYTES. */
+enum eval_data { EVAL_DATA_AUTO, EVAL_DATA_FILES, EVAL_DATA_DEVICE };
+#define EVAL_DEVICE_DATA_BYTES (256.0 * 1024 * 1024)
+
 struct eval_opts {
 	enum eval_mode mode;
 	const char *task_dir;
@@ -43,6 +50,7 @@ struct eval_opts {
 	int profile_calls;          /* 0: 5 */
 	bool sandbox;               /* run the worker in the sandbox (src/sandbox); default on
 				       (eval_opts_defaults), off when $CUDA_AGENT_SANDBOX=0 */
+	enum eval_data data;        /* default AUTO */
 };
 
 struct eval_session {

@@ -154,6 +154,8 @@ struct plan {
 	/* per attempt */
 	bool mount_ns;
 	int in_fd, out_fd, err_fd, sock;
+	const int *pass_fds;
+	size_t n_pass_fds;
 	struct child_msg msg; /* the child's record (the child writes its copy) */
 };
 
@@ -863,15 +865,22 @@ static void child_check_binds(struct plan *p)
 static _Noreturn void child_main(struct plan *p)
 {
 	char go;
-	int in = fcntl(p->in_fd, F_DUPFD_CLOEXEC, 3);
-	int out = fcntl(p->out_fd, F_DUPFD_CLOEXEC, 3);
-	int err = p->err_fd >= 0 ? fcntl(p->err_fd, F_DUPFD_CLOEXEC, 3) : -1;
-	int sock = fcntl(p->sock, F_DUPFD_CLOEXEC, 3);
+	/* Above the numbers the passed descriptors will take (3, 4, ...) */
+	const int high = 3 + SANDBOX_MAX_PASS_FDS;
+	int in = fcntl(p->in_fd, F_DUPFD_CLOEXEC, high);
+	int out = fcntl(p->out_fd, F_DUPFD_CLOEXEC, high);
+	int err = p->err_fd >= 0 ? fcntl(p->err_fd, F_DUPFD_CLOEXEC, high) : -1;
+	int sock = fcntl(p->sock, F_DUPFD_CLOEXEC, high);
+	int passed[SANDBOX_MAX_PASS_FDS];
 
 	p->sock = sock;
 	if (in < 0 || out < 0 || sock < 0 || (p->err_fd >= 0 && err < 0) || dup2(in, 0) != 0 ||
 	    dup2(out, 1) != 1 || (err >= 0 && dup2(err, 2) != 2))
 		child_fail(p, STAGE_SETUP, "set up stdin/stdout/stderr: %s", cerr(errno));
+	for (size_t i = 0; i < p->n_pass_fds; i++)
+		if ((passed[i] = fcntl(p->pass_fds[i], F_DUPFD_CLOEXEC, high)) < 0)
+			child_fail(p, STAGE_SETUP, "take passed descriptor %d: %s",
+				   p->pass_fds[i], cerr(errno));
 	/* Nothing else of the supervisor's may reach the program (a directory descriptor would
 	 * walk around the new root). */
 	if (syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) != 0) {
@@ -884,6 +893,10 @@ static _Noreturn void child_main(struct plan *p)
 		for (int fd = 3; fd < (int)top; fd++)
 			(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
 	}
+	/* The passed descriptors, at 3, 4, ...: dup2 leaves them open across execve */
+	for (size_t i = 0; i < p->n_pass_fds; i++)
+		if (dup2(passed[i], 3 + (int)i) != 3 + (int)i)
+			child_fail(p, STAGE_SETUP, "place passed descriptor %zu: %s", i, cerr(errno));
 	(void)setpgid(0, 0);
 	if (read(p->sock, &go, 1) != 1)
 		_exit(127); /* the supervisor gave up on us */
@@ -1408,6 +1421,13 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	p->shm_dir = o->shm_dir;
 	p->no_gpu = o->no_gpu;
 	p->in_fd = p->out_fd = p->err_fd = p->sock = -1;
+	if (o->n_pass_fds > SANDBOX_MAX_PASS_FDS) {
+		rc = ca_fail(d, CA_ERR_LIMIT, "sandbox: at most %d passed descriptors",
+			     SANDBOX_MAX_PASS_FDS);
+		goto fail;
+	}
+	p->pass_fds = o->pass_fds;
+	p->n_pass_fds = o->n_pass_fds;
 	rep->uid = p->uid;
 	rep->gid = p->gid;
 	if (!(dis & SANDBOX_BIT(SANDBOX_NET_NS)))

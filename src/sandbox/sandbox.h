@@ -152,7 +152,13 @@ struct sandbox_opts {
 	 * false: one program, threads only, no exec after the sandbox's own. */
 	bool allow_processes;
 	double setup_timeout_s;  /* limit on the sandbox setup before execve; 0: 30 s */
+	/* Descriptors the program gets as 3, 4, ... (shared memory handed over by the bridge:
+	 * docs/protocol.md, device data); every other descriptor of the caller stays out. */
+	const int *pass_fds;
+	size_t n_pass_fds; /* at most SANDBOX_MAX_PASS_FDS */
 };
+
+#define SANDBOX_MAX_PASS_FDS 32
 
 #define SANDBOX_DETAIL_MAX 192
 #define SANDBOX_SCRATCH_MAX_ENTRIES 10000 /* sandbox_scratch_list() looks at no more entries */

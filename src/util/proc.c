@@ -43,6 +43,22 @@ static void capture_add(struct capture *c, const char *data, size_t n)
 }
 
 /* In the child, after fork: apply cwd and env, exec. Never returns. */
+/* In the forked child: opts->pass_fds become 3, 4, ... without FD_CLOEXEC (copied high first,
+ * so that a descriptor already at a target number is not clobbered before it is copied). */
+static void place_pass_fds(const struct ca_run_opts *opts)
+{
+	int high[CA_MAX_PASS_FDS];
+	size_t n = opts ? opts->n_pass_fds : 0;
+	if (n > CA_MAX_PASS_FDS)
+		_exit(127);
+	for (size_t i = 0; i < n; i++)
+		if ((high[i] = fcntl(opts->pass_fds[i], F_DUPFD_CLOEXEC, 3 + CA_MAX_PASS_FDS)) < 0)
+			_exit(127);
+	for (size_t i = 0; i < n; i++)
+		if (dup2(high[i], 3 + (int)i) < 0)
+			_exit(127);
+}
+
 static void exec_child(const char *const *argv, const struct ca_run_opts *opts)
 {
 	setpgid(0, 0);
@@ -285,8 +301,9 @@ int ca_child_spawn(struct ca_child *c, const char *const *argv, const struct ca_
 	if (pid == 0) {
 		dup2(in_pipe[0], 0);
 		dup2(out_pipe[1], 1);
+		place_pass_fds(opts);
 		if (stderr_path) {
-			int fd = open(stderr_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+			int fd = open(stderr_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 			if (fd >= 0)
 				dup2(fd, 2);
 		}

@@ -20,7 +20,12 @@ struct ca_run_opts {
 	size_t stderr_cap;        /* bytes kept of stderr (0: 256 KiB) */
 	const char *stdin_data;   /* written to the child's stdin, then closed; NULL: /dev/null */
 	size_t stdin_len;
+	/* Descriptors the child gets as 3, 4, ... (ca_child_spawn only; the caller keeps its own) */
+	const int *pass_fds;
+	size_t n_pass_fds; /* at most CA_MAX_PASS_FDS */
 };
+
+#define CA_MAX_PASS_FDS 32
 
 struct ca_run_result {
 	int exit_code;      /* valid when !signaled && !timed_out */

@@ -46,7 +46,9 @@ if scenario == "good":
         turn(call(5, "bash", {"command": "cuda-agent compile"})),
         turn(call(6, "bash", {"command": "cuda-agent compile"})),  # repeated
         turn(call(7, "bash", {"command": "cuda-agent verify --json"})),
-        turn(call(8, "glob", {"pattern": "kernels/*.cu"}), call(9, "bash", {"command": "ls kernels"})),
+        # cuda-agent inside a longer bash command (the shim): piped, from another directory
+        turn(call(8, "glob", {"pattern": "kernels/*.cu"}),
+             call(9, "bash", {"command": "ls kernels && cd kernels && cuda-agent compile | head -5; echo compile-exit=${PIPESTATUS[0]}"})),
         turn(content="The kernel is correct; I am done."),
     ]
 elif scenario == "bad":
@@ -107,13 +109,21 @@ traj "unknown tool: a schema violation" "$tj" 'any(o["violation"] and o["name"] 
 traj "repeated call counted" "$tj" 'by["summary"][0]["repeated_calls"] == 1 and by["summary"][0]["schema_violations"] == 2 and by["summary"][0]["tool_calls"] == 9'
 traj "compile ran outside the sandbox and passed" "$tj" 'any(o["arguments"] == "{\"command\": \"cuda-agent compile\"}" and o["ok"] and "build" in o["output"] for o in by["tool"])'
 traj "read_file returned INTERFACE.md" "$tj" '"ca_forward" in by["tool"][0]["output"] and by["tool"][0]["ok"]'
-traj "bash ran in the workspace" "$tj" 'any(o["name"] == "bash" and o["arguments"] == "{\"command\": \"ls kernels\"}" and "kernel.cu" in o["output"] for o in by["tool"])'
+traj "bash ran in the workspace, cuda-agent inside it through the shim" "$tj" 'any(o["name"] == "bash" and "ls kernels &&" in o["arguments"] and "kernel.cu" in o["output"] and "compile-exit=0" in o["output"] and "compiled" in o["output"] for o in by["tool"])'
 traj "token usage and stop reason recorded" "$tj" 'by["summary"][0]["stop_reason"] == "done" and by["summary"][0]["completion_tokens"] == 450 and by["turn"][1]["prompt_tokens"] == 1000'
 if [ "$gpu" = 1 ]; then
   traj "final evaluation: correct, reward 2 or 3" "$tj" 'by["final"][0]["result"]["correct"] is True and by["final"][0]["result"]["reward"] in (2, 3)'
 else
-  traj "final evaluation: compiled, then env.no_gpu" "$tj" 'by["final"][0]["result"]["compiled"] is True and by["final"][0]["result"]["reason"]["code"] == "env.no_gpu"'
+  traj "final evaluation: compiled, then env.no_gpu, no reward (not the candidate's failure)" "$tj" 'by["final"][0]["result"]["compiled"] is True and by["final"][0]["result"]["reason"]["code"] == "env.no_gpu" and by["final"][0]["result"]["reward"] is None'
 fi
+"$py" - "$tj" <<'PY'
+import json, sys
+f = [json.loads(l) for l in open(sys.argv[1]) if '"final"' in l][0]["result"]
+t = f.get("timing") or {}
+ms = lambda k: (t.get(k) or {}).get("median_ms")
+print(f"     figure: replayed good trajectory: final {f['reason']['code']}, reward {f.get('reward')}, "
+      f"candidate {ms('candidate')} ms, eager {ms('eager')} ms, compile {ms('compile')} ms")
+PY
 traj "the loop's own time per turn is under 5 ms" "$tj" 'by["summary"][0]["overhead_ms_per_turn"] < 5'
 "$py" -c "import json; s=[json.loads(l) for l in open('$tj')][-1]; print('     loop overhead %.3f ms/turn over %d turns' % (s['overhead_ms_per_turn'], s['turns']))"
 if "$py" - "$tmp/good.requests.jsonl" <<'PY'
@@ -133,6 +143,7 @@ script bad; serve bad
 run "solve with a kernel that does not compile" 1 "$cli" solve --json --workspace "$tmp/ws_bad" "$task" --llm-url "$url" --model scripted
 field "failing kernel: build.error, reward -1" 'r["reason"]["code"] == "build.error" and r["reward"] == -1'
 traj "failing kernel: the trajectory ends with reward -1" "$tmp/ws_bad/trajectory.jsonl" 'by["summary"][0]["reward"] == -1'
+"$py" -c "import json; r=json.loads(open('$tmp/out').readline()); print('     figure: replayed failing trajectory: %s, reward %s' % (r['reason']['code'], r['reward']))"
 
 # ---- the turn limit
 script loop; serve loop

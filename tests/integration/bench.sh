@@ -46,7 +46,7 @@ run "bench a small tree (no GPU: exit 0, some results env.no_gpu)" 0 \
 [ -f "$out/bench.sqlite" ] && ok "bench.sqlite written" || bad "bench.sqlite written"
 [ -f "$out/report.html" ] && ok "report.html written" || bad "report.html written"
 jsonl "one result per task, in task order" '[r["task"]["dir"].split("/tasks/")[1] for r in rs] == ["level1/1_axpb", "level1/2_axpb_broken", "level2/3_axpb_nobody"]'
-jsonl "the good candidate compiled and says there is no GPU" 'by["level1/1_axpb"]["compiled"] is True and by["level1/1_axpb"]["reason"]["code"] == "env.no_gpu"'
+jsonl "the good candidate compiled and says there is no GPU (no reward)" 'by["level1/1_axpb"]["compiled"] is True and by["level1/1_axpb"]["reason"]["code"] == "env.no_gpu" and by["level1/1_axpb"]["reward"] is None'
 jsonl "the broken candidate: build.error" 'by["level1/2_axpb_broken"]["reason"]["code"] == "build.error"'
 jsonl "the task without a candidate: candidate.missing" 'by["level2/3_axpb_nobody"]["reason"]["code"] == "candidate.missing"'
 grep -q "results:" "$tmp/out" && ok "the report is printed" || bad "the report is printed" "$(head -c 600 "$tmp/out")"

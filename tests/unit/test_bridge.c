@@ -87,6 +87,12 @@ static const char serve_loop[] =
 	"    echo 'Traceback (most recent call last):' >&2\n"
 	"    echo 'RuntimeError: boom in the fake bridge' >&2\n"
 	"    exit 3;;\n"
+	"  *'\"op\":\"slots\"'*)\n"
+	"    python3 -c 'import os, socket\n"
+	"fd = os.memfd_create(\"slot\"); os.write(fd, b\"slot bytes\")\n"
+	"ch = socket.socket(fileno=int(os.environ[\"CUDA_AGENT_FD_CHANNEL\"]))\n"
+	"socket.send_fds(ch, [b\"slots\"], [fd, fd]); ch.detach()'\n"
+	"    printf '{\"id\":%s,\"ok\":true,\"result\":{\"count\":2}}\\n' \"$id\";;\n"
 	"  *'\"op\":\"shutdown\"'*)\n"
 	"    printf '{\"id\":%s,\"ok\":true,\"result\":{}}\\n' \"$id\"; exit 0;;\n"
 	"  *) printf '{\"id\":%s,\"ok\":false,\"error\":{\"code\":\"bridge.bad_request\"}}\\n' "
@@ -196,6 +202,25 @@ static void test_ready_and_calls(void **state)
 			 CA_ERR_INVALID);
 	assert_string_equal(small, "task");
 	json_decref(req);
+
+	/* descriptors on the channel (op slots): exactly as many as asked for, or an error */
+	int fds[3] = {-1, -1, -1};
+	char buf[16] = {0};
+	assert_int_equal(bridge_recv_fds(&b, fds, 2, 0.2, &d), CA_ERR_TIMEOUT); /* none sent */
+	if (bridge_call(&b, "slots", NULL, 10.0, &res, code, sizeof code, &d) != 0)
+		fail_msg("slots: %s", d.msg);
+	json_decref(res);
+	if (bridge_recv_fds(&b, fds, 2, 10.0, &d) != 0)
+		fail_msg("recv_fds: %s", d.msg);
+	assert_int_equal(pread(fds[1], buf, sizeof buf - 1, 0), 10);
+	assert_string_equal(buf, "slot bytes");
+	assert_true(fcntl(fds[0], F_GETFD) & FD_CLOEXEC);
+	close(fds[0]);
+	close(fds[1]);
+	assert_int_equal(bridge_call(&b, "slots", NULL, 10.0, &res, code, sizeof code, &d), 0);
+	json_decref(res);
+	assert_int_equal(bridge_recv_fds(&b, fds, 3, 10.0, &d), CA_ERR_PARSE);
+	assert_contains(d.msg, "expected 3 descriptors, received 2");
 
 	stop_and_check_reaped(&b);
 	/* stderr went to the log */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -60,6 +61,11 @@ static const char helper_src[] =
 	"      while (d && (e = readdir(d))) if (e->d_name[0] >= '0' && e->d_name[0] <= '9') n++;\n"
 	"      if (d) closedir(d);\n"
 	"      printf(\"pid %d ppid %d procs %d\\n\", getpid(), getppid(), n);\n"
+	"    } else if (!strcmp(c, \"passed\")) {\n"
+	"      char b[64] = {0}; int open_fds = 0;\n"
+	"      for (int fd = 3; fd < 64; fd++) if (fcntl(fd, F_GETFD) >= 0) open_fds++;\n"
+	"      long n = pread(3, b, sizeof b - 1, 0);\n"
+	"      printf(\"passed %d fd3 %s\\n\", open_fds, n > 0 ? b : en(errno));\n"
 	"    } else if (!strcmp(c, \"connect\")) {\n"
 	"      int s = socket(AF_INET, SOCK_STREAM, 0); struct sockaddr_in a = {0};\n"
 	"      a.sin_family = AF_INET; a.sin_port = htons((unsigned short)atoi(argv[++i]));\n"
@@ -1187,6 +1193,41 @@ static void test_without_user_namespace(void **state)
 	assert_true(n < 16);
 }
 
+/* pass_fds: the given descriptors arrive at 3, 4, ... and nothing else of the caller's does */
+static void test_passed_descriptors(void **state)
+{
+	struct sandbox_bind b[1];
+	struct sandbox_opts o;
+	struct ca_run_result fate;
+	struct ca_diag d = {{0}};
+	char out[4096];
+	int fds[2];
+	(void)state;
+	fds[0] = memfd_create("pass-test", MFD_CLOEXEC);
+	fds[1] = memfd_create("pass-test-2", MFD_CLOEXEC);
+	assert_true(fds[0] >= 0 && fds[1] >= 0);
+	assert_int_equal(write(fds[0], "slot-zero", 9), 9);
+	int stray = open("/dev/null", O_RDONLY); /* not passed: must not reach the program */
+	assert_true(stray >= 0);
+	base_opts(&o, b, 1);
+	o.pass_fds = fds;
+	o.n_pass_fds = 2;
+	const char *cmds[] = {"passed", NULL};
+	if (run_helper(&o, cmds, out, sizeof out, &fate, &d) != 0)
+		fail_msg("%s", d.msg);
+	if (!strstr(out, "passed 2 fd3 slot-zero"))
+		fail_msg("passed descriptors: %s", out);
+	o.n_pass_fds = 0;
+	assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), 0);
+	if (!strstr(out, "passed 0 fd3 EBADF"))
+		fail_msg("no passed descriptors: %s", out);
+	o.n_pass_fds = SANDBOX_MAX_PASS_FDS + 1;
+	assert_int_equal(run_helper(&o, cmds, out, sizeof out, &fate, &d), CA_ERR_LIMIT);
+	close(stray);
+	close(fds[0]);
+	close(fds[1]);
+}
+
 static void test_errors(void **state)
 {
 	(void)state;
@@ -1425,6 +1466,7 @@ int main(void)
 		cmocka_unit_test(test_rlimit_cpu),
 		cmocka_unit_test(test_watchdog_kills_everything),
 		cmocka_unit_test(test_without_user_namespace),
+		cmocka_unit_test(test_passed_descriptors),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_strict),
 		cmocka_unit_test(test_cgroup_limits),

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -680,6 +681,74 @@ static struct tool_result sandboxed(const struct tool_ctx *c, const char *fmt, .
 	return res;
 }
 
+/* The `cuda-agent` shim: a fake loop side that says what it was asked; verify "fails" (exit 1)
+ * and profile takes 1.5 s, longer than the command's own limit. */
+static int fake_agent_cmd(void *arg, const char *line, char **output, int *exit_code)
+{
+	int *calls = arg;
+	(*calls)++;
+	if (strstr(line, "profile")) {
+		struct timespec ts = {1, 500000000};
+		nanosleep(&ts, NULL);
+	}
+	*exit_code = strstr(line, "verify") ? 1 : strstr(line, "bogus") ? 2 : 0;
+	return asprintf(output, "ran: %s", line) < 0 ? -1 : 0;
+}
+
+static void check_shim(struct tool_ctx *c, bool sandbox)
+{
+	char dir[PATH_MAX];
+	struct ca_diag d = {{0}};
+	struct tool_result r;
+	int calls = 0;
+	tmp_path(dir, sizeof dir, sandbox ? "shim-sb" : "shim-plain");
+	assert_int_equal(mkdir(dir, 0755), 0);
+	if (tools_bash_write_shim(dir, &d))
+		fail_msg("%s", d.msg);
+	c->sandbox = sandbox;
+	c->agent_cmd = fake_agent_cmd;
+	c->agent_cmd_arg = &calls;
+	c->shim_dir = dir;
+	/* chained, piped, from another directory, with its exit code */
+	r = sandbox ? sandboxed(c, "{\"command\": \"cuda-agent compile --json && echo after; "
+				"cuda-agent verify; echo rc=$?; cd /tmp && cuda-agent bogus x | "
+				"tr a-z A-Z\"}")
+		    : must(c, "bash", "{\"command\": \"cuda-agent compile --json && echo after; "
+				"cuda-agent verify; echo rc=$?; cd /tmp && cuda-agent bogus x | "
+				"tr a-z A-Z\"}");
+	if (strcmp(r.output, "ran: cuda-agent compile --json\nafter\nran: cuda-agent verify\n"
+			     "rc=1\nRAN: CUDA-AGENT BOGUS X\n") != 0)
+		fail_msg("shim (%s): %s", sandbox ? "sandbox" : "plain", r.output);
+	assert_int_equal(calls, 3);
+	tool_result_free(&r);
+	/* the time a request takes is not the command's: 1.5 s of profile under a 1 s limit */
+	r = sandbox ? sandboxed(c, "{\"command\": \"cuda-agent profile\", \"timeout_s\": 1}")
+		    : must(c, "bash", "{\"command\": \"cuda-agent profile\", \"timeout_s\": 1}");
+	assert_false(r.timed_out);
+	assert_string_equal(r.output, "ran: cuda-agent profile\n");
+	tool_result_free(&r);
+	/* without the loop's side (fd 3), the shim says so */
+	c->agent_cmd = NULL;
+	c->sandbox = false; /* the sandbox binds the shim only when it is served */
+	r = must(c, "bash", "{\"command\": \"export PATH=$PATH:%s; cuda-agent compile; "
+			     "echo rc=$?\"}", dir);
+	if (!strstr(r.output, "not reachable"))
+		fail_msg("no loop side: %s", r.output);
+	if (!strstr(r.output, "rc=4"))
+		fail_msg("no loop side: %s", r.output);
+	tool_result_free(&r);
+	c->shim_dir = NULL;
+}
+
+static void test_bash_shim(void **state)
+{
+	(void)state;
+	struct tool_ctx c = ctx_plain();
+	check_shim(&c, false);
+	c = ctx_plain();
+	check_shim(&c, true);
+}
+
 static void test_bash_sandbox(void **state)
 {
 	(void)state;
@@ -878,6 +947,7 @@ int main(void)
 		cmocka_unit_test(test_capture),
 		cmocka_unit_test(test_bash_plain),
 		cmocka_unit_test(test_bash_sandbox),
+		cmocka_unit_test(test_bash_shim),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown_dir);
 }
