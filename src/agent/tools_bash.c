@@ -68,6 +68,9 @@ static void chown_tree(const char *dir, const char *rel, const struct tool_ctx *
 
 #define SHIM_LINE_MAX 1024       /* a request: "cuda-agent ARGS" */
 #define SHIM_REPLY_MAX (4u << 20) /* what one request may print */
+/* Requests one bash command may make: their time extends its deadline, so a loop of them
+ * must not keep the command alive for ever. */
+#define SHIM_MAX_REQUESTS 16
 
 /* The shim: one request line on fd 3, then "EXIT LENGTH" and LENGTH bytes back on fd 3 (dash's
  * read takes one byte at a time from a socket, so it stops at the newline; head -c takes the
@@ -102,6 +105,7 @@ struct shim_server {
 	char line[SHIM_LINE_MAX];
 	size_t len;
 	bool overlong;
+	int requests;
 	double served_s; /* spent answering: added to the command's deadline */
 };
 
@@ -150,6 +154,9 @@ static void shim_serve(const struct tool_ctx *ctx, struct shim_server *sv)
 			double t0 = ca_now();
 			if (sv->overlong) {
 				shim_reply(sv, 2, "cuda-agent: the command line is too long");
+			} else if (++sv->requests > SHIM_MAX_REQUESTS) {
+				shim_reply(sv, 2, "cuda-agent: at most 16 calls per bash command; "
+						  "run the next ones in another call");
 			} else {
 				char *out = NULL;
 				int code = 1;

@@ -727,6 +727,15 @@ static void check_shim(struct tool_ctx *c, bool sandbox)
 	assert_false(r.timed_out);
 	assert_string_equal(r.output, "ran: cuda-agent profile\n");
 	tool_result_free(&r);
+	/* a loop of requests is cut off: each one's time extends the command's deadline */
+	calls = 0;
+	r = sandbox ? sandboxed(c, "{\"command\": \"for i in $(seq 20); do cuda-agent compile "
+				"| tail -c 0; done; cuda-agent compile; echo rc=$?\"}")
+		    : must(c, "bash", "{\"command\": \"for i in $(seq 20); do cuda-agent compile "
+				"| tail -c 0; done; cuda-agent compile; echo rc=$?\"}");
+	if (!strstr(r.output, "at most 16 calls") || !strstr(r.output, "rc=2") || calls != 16)
+		fail_msg("request limit (%d calls): %s", calls, r.output);
+	tool_result_free(&r);
 	/* without the loop's side (fd 3), the shim says so */
 	c->agent_cmd = NULL;
 	c->sandbox = false; /* the sandbox binds the shim only when it is served */
