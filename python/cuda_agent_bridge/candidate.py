@@ -225,9 +225,7 @@ def _parse_candidate(obj: object) -> Candidate:
                     f"plan: candidate.format must be one of {', '.join(FORMATS)} (got {fmt!r})")
     path = _path(obj, "path" if fmt == "kernelbench" else "dir", "candidate")
     task_dir = _path(obj, "task_dir", "candidate")
-    seed = obj.get("init_seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise Fatal("worker.bad_plan", "plan: candidate.init_seed must be an integer in [0, 2^63)")
+    seed = _int(obj, "init_seed", "candidate", 2**63, 0)
     torch_device = obj.get("torch_device", "cuda")
     if torch_device not in ("cuda", "cpu"):
         raise Fatal("worker.bad_plan", "plan: candidate.torch_device must be 'cuda' or 'cpu'")
@@ -246,7 +244,8 @@ def _parse_candidate(obj: object) -> Candidate:
 def _int(obj: dict[str, Any], key: str, where: str, top: int, default: int | None = None) -> int:
     v = obj.get(key, default)
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < top:
-        raise Fatal("worker.bad_plan", f"plan: {where}.{key} must be an integer in [0, {top})")
+        bound = f"2^{top.bit_length() - 1}" if top >= 2**16 and top & (top - 1) == 0 else top
+        raise Fatal("worker.bad_plan", f"plan: {where}.{key} must be an integer in [0, {bound})")
     return v
 
 
@@ -900,11 +899,11 @@ def time_candidate(r: Runner, t: TimingPlan) -> dict[str, Any]:
     slots = [make(c) for c in t.rotation]
     # Checked and final sets: files are read ahead; device sets are made when needed (outside
     # the timed region), so that a task with gigabyte tensors holds one at a time.
-    ahead = None if data else [make(c) for c in [*t.checks, t.final]]
+    checked_sets = [*t.checks, t.final]
+    ahead = None if data else [make(c) for c in checked_sets]
 
     def fresh(i: int) -> list[object]:
-        sets = [*t.checks, t.final]
-        return ahead[i] if ahead is not None else make(sets[i])
+        return ahead[i] if ahead is not None else make(checked_sets[i])
 
     checks = t.checks
     rng = random.Random(t.seed)

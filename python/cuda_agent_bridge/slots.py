@@ -210,7 +210,7 @@ class Slot:
 
     def view(self, offset: int, dtype: torch.dtype, shape: Sequence[int]) -> torch.Tensor:
         """The slot's bytes at offset as a tensor of dtype and shape (no copy)."""
-        size = torch.empty((), dtype=dtype).element_size()
+        size = dtype.itemsize
         count = 1
         for n in shape:
             count *= int(n)
@@ -246,7 +246,7 @@ def _nbytes(entry: dict[str, Any]) -> int:
     count = 1
     for n in entry["shape"]:
         count *= int(n)
-    return count * torch.empty((), dtype=dtype_from_name(str(entry["dtype"]))).element_size()
+    return count * dtype_from_name(str(entry["dtype"])).itemsize
 
 
 def layout(outputs: Sequence[dict[str, Any]]) -> tuple[list[int], int]:

@@ -637,6 +637,14 @@ static void remove_trial_files(struct run *r)
 		}
 }
 
+/* Checked call i's set: the first is fresh; the others are near-duplicates of rotation sets (a
+ * few elements moved far: the bridge's near_duplicate), which a cache keyed by sampled input
+ * values would answer wrongly. The rotation seed it derives from, or NULL for a fresh set. */
+static const uint64_t *check_near_seed(const struct run *r, int i)
+{
+	return i > 0 ? &r->rotation_seeds[i % r->o->protocol.rotation_sets] : NULL;
+}
+
 /* Timing data, made while the worker waits at the gate after a correct verification: one
  * model seed, rotation sets (no outputs needed), checked sets and a final set (outputs kept
  * private). */
@@ -653,18 +661,14 @@ static int step_reference_timing(struct run *r)
 			json_array_append_new(sets, set_entry(r->rotation_seeds[i],
 							      path_json(r->pub, "rot_%d.safetensors", i),
 							      NULL));
-		/* The first checked call gets a fresh set; the others near-duplicates of rotation
-		 * sets (a few elements moved far: the bridge's near_duplicate), which a cache keyed
-		 * by sampled input values would answer wrongly. */
 		for (int i = 0; i < p->timing.checks; i++) {
 			json_t *entry = set_entry(r->check_seeds[i],
 						  path_json(r->pub, "check_%d.safetensors", i),
 						  path_json(r->priv, "check_ref_%d.safetensors", i));
-			if (i > 0)
-				json_object_set_new(
-					entry, "near_seed",
-					json_integer((json_int_t)
-							     r->rotation_seeds[i % p->rotation_sets]));
+			const uint64_t *near = check_near_seed(r, i);
+			if (near)
+				json_object_set_new(entry, "near_seed",
+						    json_integer((json_int_t)*near));
 			json_array_append_new(sets, entry);
 		}
 		json_array_append_new(sets, set_entry(r->final_seed,
@@ -781,12 +785,6 @@ static json_t *seed_set(uint64_t seed, int slot)
 	if (slot >= 0)
 		json_object_set_new(o, "slot", json_integer(slot));
 	return o;
-}
-
-/* The near-duplicate source of checked call i (0: a fresh set), as in step_reference_timing */
-static const uint64_t *check_near_seed(const struct run *r, int i)
-{
-	return i > 0 ? &r->rotation_seeds[i % r->o->protocol.rotation_sets] : NULL;
 }
 
 static json_t *make_device_plan(struct run *r)
