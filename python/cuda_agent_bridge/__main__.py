@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from .server import Context, serve, start_preload
+    from .server import Context, serve
     from .tasks import TaskStore, disable_tf32
     from .timing import Clock
 
@@ -70,22 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     answers.write(json.dumps(ready) + "\n")
     answers.flush()
     logging.info("ready on %s (torch %s)", device, torch.__version__)
-    # torch.compile's machinery takes seconds to import; do it while the supervisor is busy
-    # elsewhere (building, running the worker) so that the first baseline does not pay it.
-    # The `time` op waits for it first: a thread holding the GIL would inflate timings.
-    start_preload(_preload_compiler)
     try:
         return serve(requests, answers, Context(TaskStore(device), clock))
     except (BrokenPipeError, KeyboardInterrupt):
         return 0
-
-
-def _preload_compiler() -> None:
-    try:
-        import torch._dynamo  # noqa: F401
-        import torch._inductor.compile_fx  # noqa: F401
-    except Exception:  # the real torch.compile call reports any problem
-        logging.debug("preloading torch.compile failed", exc_info=True)
 
 
 if __name__ == "__main__":

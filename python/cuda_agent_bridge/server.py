@@ -1,5 +1,5 @@
 """The bridge's JSON-lines loop and its ops (describe, reference, time, slots, slots_close,
-check, shutdown).
+check, preload, shutdown).
 
 Contract: ``serve(requests, answers, ctx)`` reads one request per line from the binary stream
 ``requests`` until EOF or ``shutdown`` and writes exactly one answer line per non-blank request
@@ -246,11 +246,31 @@ def _time_compiled(
 _preload: threading.Thread | None = None
 
 
-def start_preload(target: Callable[[], None]) -> None:
-    """Runs target (imports) in a background thread; op_time waits for it before timing."""
+def _import_compiler() -> None:
+    try:
+        import torch._dynamo  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401
+    except Exception:  # the real torch.compile call reports any problem
+        log.debug("preloading torch.compile failed", exc_info=True)
+
+
+def start_preload(target: Callable[[], None] = _import_compiler) -> bool:
+    """Runs target (imports) in a background thread, once; op_time waits for it before timing.
+    False when it was started before."""
     global _preload
+    if _preload is not None:
+        return False
     _preload = threading.Thread(target=target, name="preload", daemon=True)
     _preload.start()
+    return True
+
+
+def op_preload(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
+    """Starts importing torch.compile's machinery (seconds of CPU) in the background and answers
+    at once. The supervisor asks for it only when baselines must be measured: the import holds
+    the GIL often enough to slow describe and reference several-fold while it runs."""
+    del ctx, req
+    return {"started": start_preload()}
 
 
 def _wait_preload() -> None:
@@ -439,6 +459,7 @@ OPS: dict[str, Callable[[Context, dict[str, Any]], dict[str, object]]] = {
     "slots": op_slots,
     "slots_close": op_slots_close,
     "check": op_check,
+    "preload": op_preload,
     "shutdown": op_shutdown,
 }
 

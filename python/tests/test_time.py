@@ -65,3 +65,19 @@ def test_eager_and_compile(bridge: Bridge, tmp_path: Path) -> None:
     assert compiled["ok"] is True, compiled
     check_report(compiled, FAST)
     assert isinstance(compiled["compile_seconds"], float) and compiled["compile_seconds"] > 0
+
+
+def test_preload_starts_once_and_only_when_asked(tmp_path: Path) -> None:
+    # A fresh bridge: the import of torch.compile's machinery is not started at start-up (it
+    # would slow describe and reference while it runs); the first preload starts it, later ones
+    # say it was started already, and timing with compile still works after it.
+    b = Bridge()
+    try:
+        assert b.ok("preload") == {"started": True}
+        assert b.ok("preload") == {"started": False}
+        task = write_task(tmp_path, "relu", ELEMENTWISE)
+        result = b.ok("time", timeout=300, task_dir=str(task), model_seed=1, seeds=[1],
+                      modes=["eager"], protocol=FAST)
+        check_report(result["eager"], FAST)
+    finally:
+        b.close()

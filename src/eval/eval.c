@@ -1678,20 +1678,58 @@ static int open_cache(struct run *r)
 	return 0;
 }
 
+static struct baseline_key baseline_key_of(const struct run *r)
+{
+	return (struct baseline_key){r->task.hash, r->s->bridge.gpu_name,
+				     r->s->bridge.torch_version, CA_PROTOCOL_VERSION};
+}
+
+/* The cached baselines (the caller owns them), or NULL when they must be measured. */
+static json_t *cached_baselines(struct run *r)
+{
+	struct baseline_key key = baseline_key_of(r);
+	struct ca_diag d = {{0}};
+	json_t *baselines = NULL;
+	if (open_cache(r) != 0 || r->o->refresh_baselines ||
+	    baseline_cache_get(&r->s->cache, &key, &baselines, &d) != 0)
+		return NULL;
+	return baselines;
+}
+
+/* When this evaluation will measure baselines, the bridge starts importing torch.compile's
+ * machinery now (op preload), so that the import overlaps reference data and the worker. Not
+ * otherwise: the import competes for the bridge's GIL for seconds (docs/protocol.md). */
+static void step_preload(struct run *r)
+{
+	json_t *cached, *req, *res = NULL;
+	struct ca_diag d = {{0}};
+	char code[64];
+	if (!r->timing_wanted)
+		return;
+	cached = cached_baselines(r);
+	if (cached) {
+		json_decref(cached);
+		return;
+	}
+	req = json_object();
+	if (bridge_call(&r->s->bridge, "preload", req, 30.0, &res, code, sizeof code, &d))
+		ca_log_warn("torch bridge (preload): %s", d.msg);
+	json_decref(req);
+	json_decref(res);
+}
+
 static int step_baselines(struct run *r, json_t **baselines, bool *cached)
 {
 	const struct eval_protocol *p = &r->o->protocol;
-	struct baseline_key key = {r->task.hash, r->s->bridge.gpu_name, r->s->bridge.torch_version,
-				   CA_PROTOCOL_VERSION};
+	struct baseline_key key = baseline_key_of(r);
 	struct ca_diag d = {{0}};
 	double t0 = ca_now();
 	json_t *seeds, *req;
 	int have_cache = open_cache(r) == 0;
 
 	*cached = false;
-	*baselines = NULL;
-	if (have_cache && !r->o->refresh_baselines &&
-	    baseline_cache_get(&r->s->cache, &key, baselines, &d) == 0) {
+	*baselines = cached_baselines(r);
+	if (*baselines) {
 		*cached = true;
 		return 0;
 	}
@@ -1971,6 +2009,7 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 			   "and the task is valid; verification and timing need a GPU");
 		goto out;
 	}
+	step_preload(&r);
 	if (step_data_mode(&r) || make_run_dirs(&r) || step_reference(&r))
 		goto out;
 	ca_log_info("running %d verification trials%s", o->protocol.trials,
