@@ -43,7 +43,7 @@ CUDA_INC  := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
 
 .PHONY: $(BUILD)/.gpu-ready
-.PHONY: all cli worker test test-report-render test-examples test-adversarial-build test-faults-build test-unit test-fuzz test-python test-integration test-gpu test-faults test-adversarial fuzz bench clean headers
+.PHONY: all cli worker test test-report-render test-examples test-adversarial-build test-faults-build test-bench-build bench-l2 test-unit test-fuzz test-python test-integration test-gpu test-faults test-adversarial fuzz bench clean headers
 all: cli worker
 
 headers: $(BUILD)/include/dlpack/dlpack.h $(BUILD)/include/cuda_agent/abi.h
@@ -154,7 +154,13 @@ test-adversarial-build: all
 test-faults-build: all
 	PYTHON="$(PYTHON)" bash tests/faults/check_build.sh
 
-test: test-unit test-fuzz test-python test-integration test-report-render test-examples test-adversarial-build test-faults-build
+# The benchmark programs compile (bench/l2state.cu; nothing runs without a GPU).
+test-bench-build:
+	@if [ -n "$(HAVE_NVCC)" ]; then mkdir -p $(BUILD)/bench && \
+	  $(NVCC) -O3 -std=c++17 -arch=sm_90 -Werror all-warnings -o $(BUILD)/bench/l2state bench/l2state.cu && \
+	  echo "bench/l2state.cu compiles"; else echo "SKIP: no nvcc, bench/l2state.cu not compiled"; fi
+
+test: test-unit test-fuzz test-python test-integration test-report-render test-examples test-adversarial-build test-faults-build test-bench-build
 
 # The GPU suite and the benchmarks use the binaries in $(BUILD); they do not rebuild, so that a
 # build made on a development machine can be carried to a GPU host without -dev packages.
@@ -177,6 +183,10 @@ test-adversarial: | $(BUILD)/.gpu-ready
 
 bench: | $(BUILD)/.gpu-ready
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash bench/run.sh
+
+# How the cache state before a timed call changes a kernel's time, against ncu (needs nvcc, ncu).
+bench-l2:
+	bash bench/l2state.sh
 
 clean:
 	rm -rf $(BUILD)

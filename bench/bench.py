@@ -6,7 +6,8 @@ Measures, on the machine it runs on (printed first):
     (the bridge starts) and in a warm session (one `eval` with several candidates);
   - the first evaluation of a new task, both baselines included (fresh cache);
   - fidelity: coefficient of variation of 5 timings of a >= 100 us kernel, and the difference
-    between our median and ncu's gpu__time_duration for the same kernel.
+    between our median (of the 5) and ncu's gpu__time_duration for the same kernel, with ncu's
+    default cache control and with `--cache-control none`.
 Writes every raw number to bench.json (in $OUT if set) and prints a table.
 """
 from __future__ import annotations
@@ -111,12 +112,19 @@ def main() -> int:
     cv = statistics.stdev(medians) / statistics.mean(medians)
     report["fidelity_medians_ms"] = medians
     report["fidelity_cv"] = cv
+    # ncu's default cache control invalidates L2; `none` leaves the state our flush made
+    # (docs/protocol.md, "The cache state at the start of a timed call, and ncu").
     ncu_times = ncu_kernel_times(args.build, fid[-1]["run_dir"], env)
+    ncu_none = ncu_kernel_times(args.build, fid[-1]["run_dir"], env, ["--cache-control", "none"])
     report["ncu_kernel_ms"] = ncu_times
+    report["ncu_cache_none_kernel_ms"] = ncu_none
+    ours = statistics.median(medians)
     if ncu_times:
-        ncu_median = statistics.median(ncu_times)
-        report["ncu_median_ms"] = ncu_median
-        report["ours_vs_ncu"] = medians[-1] / ncu_median - 1.0
+        report["ncu_median_ms"] = statistics.median(ncu_times)
+        report["ours_vs_ncu"] = ours / report["ncu_median_ms"] - 1.0
+    if ncu_none:
+        report["ncu_cache_none_median_ms"] = statistics.median(ncu_none)
+        report["ours_vs_ncu_cache_none"] = ours / report["ncu_cache_none_median_ms"] - 1.0
     for r in fid:
         if r.get("run_dir"):
             shutil.rmtree(r["run_dir"], ignore_errors=True)
@@ -134,6 +142,8 @@ def main() -> int:
         ("timing CV, 5 runs of a >=100 us kernel", f"{100 * cv:.2f} %", "<= 1 %"),
         ("our median vs ncu gpu__time_duration",
          f"{100 * report['ours_vs_ncu']:+.2f} %" if ncu_times else "ncu unavailable", "within 3 %"),
+        ("  the same, ncu --cache-control none",
+         f"{100 * report['ours_vs_ncu_cache_none']:+.2f} %" if ncu_none else "ncu unavailable", "-"),
     ]
     print(f"\n{'measure':52} {'value':>16}   target")
     for name, value, target in rows:
@@ -144,6 +154,9 @@ def main() -> int:
     print(f"fidelity medians (ms): {', '.join(f'{m:.4f}' for m in medians)}")
     if ncu_times:
         print(f"ncu median {report['ncu_median_ms']:.4f} ms over {len(ncu_times)} launches")
+    if ncu_none:
+        print(f"ncu --cache-control none median {report['ncu_cache_none_median_ms']:.4f} ms "
+              f"over {len(ncu_none)} launches")
     shutil.rmtree(cache, ignore_errors=True)
     return 0
 

@@ -1,9 +1,11 @@
 // elementwise_chain: y = tanh(x) * sigmoid(x + 1) + x * x in one pass.
 //
 // Memory bound (one read and one write of every element). Each thread handles U float4 per chunk
-// and issues all U loads before any math, so enough bytes are in flight to saturate HBM. Loads and
-// stores use the streaming cache hints (__ldcs/__stcs): nothing is reused. A scalar kernel covers
-// the tail (numel not a multiple of 4) and misaligned pointers.
+// and issues all U loads before any math, so enough bytes are in flight to saturate HBM. Loads
+// and stores are plain: with L2 full of other data, as in the timing protocol and in a real
+// model, the streaming hints (__ldcs/__stcs) made this kernel 3 % slower on the H200 (0.1327-
+// 0.1352 ms against 0.1285-0.1304 ms; bench/l2state.sh shows why). A scalar kernel covers the
+// tail (numel not a multiple of 4) and misaligned pointers.
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
 #include <cuda_agent/abi.h>
@@ -71,7 +73,7 @@ __global__ void __launch_bounds__(TPB) chain_vec4(const float4 *__restrict__ x, 
 #pragma unroll
 		for (int k = 0; k < U; ++k) {
 			const int64_t i = base + threadIdx.x + (int64_t)k * TPB;
-			v[k] = i < n4 ? __ldcs(x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+			v[k] = i < n4 ? x[i] : make_float4(0.f, 0.f, 0.f, 0.f);
 		}
 #pragma unroll
 		for (int k = 0; k < U; ++k) {
@@ -82,7 +84,7 @@ __global__ void __launch_bounds__(TPB) chain_vec4(const float4 *__restrict__ x, 
 				r.y = chain(v[k].y);
 				r.z = chain(v[k].z);
 				r.w = chain(v[k].w);
-				__stcs(y + i, r);
+				y[i] = r;
 			}
 		}
 	}

@@ -3,8 +3,9 @@
 //
 // The Python scalars arrive as 0-d CPU tensors (alpha: float64, steps: int64) and are read on the
 // host; they become kernel arguments. One block per (b, c) plane loads that channel's weight and
-// shift once; each thread keeps U float4 loads in flight. One read and one write of x in total
-// (eager does 4 + 7 * steps passes). A scalar kernel handles L not a multiple of 4 or misaligned
+// shift once; each thread keeps U float4 loads in flight, with plain loads and stores (the
+// streaming hints cost time when L2 is full: bench/l2state.sh). One read and one write of x in
+// total (eager does 4 + 7 * steps passes). A scalar kernel handles L not a multiple of 4 or misaligned
 // pointers.
 //
 // args: x, alpha, steps. params (state_dict order): weight [C] (parameter), shift [C] (buffer).
@@ -110,7 +111,7 @@ __global__ void __launch_bounds__(TPB)
 #pragma unroll
 			for (int k = 0; k < U; ++k) {
 				const int64_t i = base + threadIdx.x + (int64_t)k * TPB;
-				v[k] = i < l4 ? __ldcs(xp + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+				v[k] = i < l4 ? xp[i] : make_float4(0.f, 0.f, 0.f, 0.f);
 			}
 #pragma unroll
 			for (int k = 0; k < U; ++k) {
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(TPB)
 					r.y = apply(v[k].y, sc, sh, steps);
 					r.z = apply(v[k].z, sc, sh, steps);
 					r.w = apply(v[k].w, sc, sh, steps);
-					__stcs(yp + i, r);
+					yp[i] = r;
 				}
 			}
 		}
