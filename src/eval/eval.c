@@ -563,6 +563,30 @@ static double spec_bytes(const struct tensor_spec *t, int n)
 	return sum;
 }
 
+/* Sizes of an evaluation's data in bytes, once the spec is known; also recorded in r
+ * (data_bytes, set_bytes, output_file_bytes) for the watchdog and the sandbox limits.
+ * out_copies is how many copies of one call's outputs each set holds (files: the reference's
+ * and the worker's; device data: the slot the runner writes and the bridge compares). */
+struct data_sizes {
+	double trials; /* the verification trials' sets together */
+	double timing; /* params, rotation sets, checked and final sets (0 without timing) */
+};
+
+static struct data_sizes data_sizes_of(struct run *r, int out_copies)
+{
+	const struct eval_protocol *p = &r->o->protocol;
+	double in = spec_bytes(r->spec.args, r->spec.num_args);
+	double par = spec_bytes(r->spec.params, r->spec.num_params);
+	double out = spec_bytes(r->spec.outputs, r->spec.num_outputs);
+	struct data_sizes z = {p->trials * (par + in + out_copies * out), 0.0};
+	if (r->timing_wanted || r->profile_wanted)
+		z.timing = par + p->rotation_sets * in + (p->timing.checks + 1) * (in + out_copies * out);
+	r->data_bytes = z.trials + z.timing;
+	r->set_bytes = in + par + out;
+	r->output_file_bytes = out_copies > 1 ? out : 0;
+	return z;
+}
+
 /* The sets of an evaluation live in the run directory (inputs and params public, reference
  * outputs private, the worker's outputs): the verification trials' first, then the timing
  * data in their place. When the larger of the two does not fit in the run directory's file
@@ -570,19 +594,13 @@ static double spec_bytes(const struct tensor_spec *t, int n)
 static int step_check_space(struct run *r)
 {
 	const struct eval_protocol *p = &r->o->protocol;
+	struct data_sizes z = data_sizes_of(r, 2);
 	double in = spec_bytes(r->spec.args, r->spec.num_args);
-	double par = spec_bytes(r->spec.params, r->spec.num_params);
-	double out = spec_bytes(r->spec.outputs, r->spec.num_outputs);
-	double need = p->trials * (par + in + 2 * out), timing = 0;
+	double out = r->output_file_bytes;
 	struct statvfs vfs;
-
-	if (r->timing_wanted || r->profile_wanted)
-		timing = par + p->rotation_sets * in + (p->timing.checks + 1) * (in + 2 * out);
 	/* The trials' files are removed before the timing data is written (remove_trial_files) */
-	r->data_bytes = need + timing;
-	r->output_file_bytes = out;
-	r->set_bytes = in + par + out;
-	need = r->o->keep_run_dir ? need + timing : fmax(need, timing);
+	double need = r->o->keep_run_dir ? z.trials + z.timing : fmax(z.trials, z.timing);
+
 	if (statvfs(r->dir, &vfs) != 0)
 		return 0; /* nothing to judge by: the writes will say what fails */
 	double avail = (double)vfs.f_bavail * (double)vfs.f_frsize;
@@ -698,17 +716,8 @@ static int step_data_mode(struct run *r)
 	}
 	r->device_data = torch && (r->o->data == EVAL_DATA_DEVICE ||
 				   (r->o->data == EVAL_DATA_AUTO && in + out >= EVAL_DEVICE_DATA_BYTES));
-	if (r->device_data) {
-		/* Nothing goes to files; the watchdog still allows for making every set */
-		const struct eval_protocol *p = &r->o->protocol;
-		double par = spec_bytes(r->spec.params, r->spec.num_params);
-		r->set_bytes = in + par + out;
-		r->data_bytes = p->trials * (par + in + out) +
-				(r->timing_wanted ? p->rotation_sets * in +
-							    (p->timing.checks + 1) * (in + out)
-						  : 0);
-		r->output_file_bytes = 0;
-	}
+	if (r->device_data) /* nothing goes to files; the watchdog still allows for every set */
+		(void)data_sizes_of(r, 1);
 	json_object_set_new(r->result, "data", json_string(r->device_data ? "device" : "files"));
 	return 0;
 }

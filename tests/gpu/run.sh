@@ -62,6 +62,20 @@ run "get_inputs raises" 3 "$cli" eval --json "$data/broken_tasks/raises" "$data/
 field "get_inputs raising: task.inputs_raised" 'r["reason"]["code"] == "task.inputs_raised"'
 good "at the end"
 
+# ---- a run directory too small for the evaluation's sets: said before anything is written
+# (needs a small file system: a tmpfs, so root; skipped and said otherwise)
+mkdir -p "$tmp/small-runs"
+if mount -t tmpfs -o size=256m tmpfs "$tmp/small-runs" 2>/dev/null; then
+  CUDA_AGENT_RUNS="$tmp/small-runs" run "run directory too small" 4 \
+    "$cli" eval --json examples/tasks/layernorm examples/solutions/layernorm
+  field "too small: env.run_space with the sizes, no reward" 'r["reason"]["code"] == "env.run_space" and r["reward"] is None and "GB of tensors at once" in r["reason"]["message"] and "CUDA_AGENT_RUNS" in r["reason"]["message"]'
+  if [ -z "$(find "$tmp/small-runs" -name '*.safetensors')" ]; then ok "too small: no tensor file written"
+  else bad "too small: no tensor file written" "$(find "$tmp/small-runs" -name '*.safetensors' | head)"; fi
+  umount "$tmp/small-runs"
+else
+  echo "SKIP run directory too small (cannot mount a tmpfs: not root)"
+fi
+
 # ---- the sandbox (on by default: every evaluation above ran in it) and --no-sandbox
 run "sandboxed evaluation" 0 "$cli" eval --json examples/tasks/layernorm examples/solutions/layernorm
 field "sandboxed by default, every layer reported" 'r["correct"] is True and r["isolation"]["sandbox"] is True and r["isolation"]["namespaces"] is True and r["isolation"]["seccomp"] is True'
