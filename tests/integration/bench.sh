@@ -64,10 +64,15 @@ run "bench --fresh" 0 "$cli" bench --device cpu --fresh --out "$out" "$tasks" "$
 grep -q "3 tasks, 3 evaluated now, 0 resumed" "$tmp/err" && ok "--fresh evaluates everything" || bad "--fresh evaluates everything" "$(tail -c 600 "$tmp/err")"
 
 # Interrupted: SIGINT once the first result is stored; the run stops between tasks (exit 130),
-# keeps what it stored, and the next run resumes from there.
+# keeps what it stored, and the next run resumes from there. Each task's get_inputs() sleeps
+# 0.25 s, so that the 24 evaluations take seconds and the signal lands among them (without a GPU
+# an evaluation ends after describe, a few milliseconds).
 more="$tmp/more" more_cands="$tmp/more-cands" out2="$tmp/out2"
 mkdir -p "$more" "$more_cands"
-for i in $(seq 1 24); do cp -r "$data/tiny_task" "$more/t$i"; cp -r "$data/good" "$more_cands/t$i"; done
+for i in $(seq 1 24); do
+  cp -r "$data/tiny_task" "$more/t$i"; cp -r "$data/good" "$more_cands/t$i"
+  printf '\n\nimport time\n_get_inputs = get_inputs\n\n\ndef get_inputs():\n    time.sleep(0.25)\n    return _get_inputs()\n' >>"$more/t$i/model.py"
+done
 "$cli" bench --device cpu --jobs 1 --out "$out2" "$more" "$more_cands" >"$tmp/int.out" 2>"$tmp/int.err" &
 pid=$!
 for _ in $(seq 1 600); do
