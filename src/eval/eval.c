@@ -80,6 +80,7 @@ struct run {
 	int n_slots;
 	size_t slot_bytes;
 	char slot_kind[8];
+	json_t *cached_baselines; /* looked up by step_preload, taken by step_baselines */
 	double t_start;
 	json_t *seconds;
 };
@@ -1705,21 +1706,20 @@ static json_t *cached_baselines(struct run *r)
 	return baselines;
 }
 
-/* When this evaluation will measure baselines, the bridge starts importing torch.compile's
- * machinery now (op preload), so that the import overlaps reference data and the worker. Not
- * otherwise: the import competes for the bridge's GIL for seconds (docs/protocol.md). */
+/* Looks the baselines up (kept in r for step_baselines). When this evaluation will measure
+ * them, the bridge starts importing torch.compile's machinery now (op preload), so that the
+ * import overlaps reference data and the worker. Not otherwise: the import competes for the
+ * bridge's GIL for seconds (docs/protocol.md). */
 static void step_preload(struct run *r)
 {
-	json_t *cached, *req, *res = NULL;
+	json_t *req, *res = NULL;
 	struct ca_diag d = {{0}};
 	char code[64];
 	if (!r->timing_wanted)
 		return;
-	cached = cached_baselines(r);
-	if (cached) {
-		json_decref(cached);
+	r->cached_baselines = cached_baselines(r);
+	if (r->cached_baselines)
 		return;
-	}
 	req = json_object();
 	if (bridge_call(&r->s->bridge, "preload", req, 30.0, &res, code, sizeof code, &d))
 		ca_log_warn("torch bridge (preload): %s", d.msg);
@@ -1737,7 +1737,8 @@ static int step_baselines(struct run *r, json_t **baselines, bool *cached)
 	int have_cache = open_cache(r) == 0;
 
 	*cached = false;
-	*baselines = cached_baselines(r);
+	*baselines = r->cached_baselines ? r->cached_baselines : cached_baselines(r);
+	r->cached_baselines = NULL;
 	if (*baselines) {
 		*cached = true;
 		return 0;
@@ -1941,6 +1942,7 @@ static void run_free(struct run *r)
 	json_decref(r->device_event);
 	json_decref(r->timing_event);
 	json_decref(r->profile_event);
+	json_decref(r->cached_baselines);
 	json_decref(r->trials);
 	json_decref(r->isolation);
 	json_decref(r->modules);
