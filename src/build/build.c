@@ -1,6 +1,11 @@
 /* build: the build driver (see build.h). Layout of the cache (<cache_dir> = opts->cache_dir, else
  * ca_cache_dir()/build):
  *   obj/<key>.o, obj/<key>.info    one translation unit and its ptxas lines
+ *   obj/<key>.hostasm              the verdict of its host assembly check (build/hostasm.h):
+ *                                  "ca-hostasm-1 clean", or "ca-hostasm-1 refused" and the
+ *                                  findings. Written before the object is moved into place; a
+ *                                  refused unit has a verdict and no object. A unit is taken from
+ *                                  the cache only with a verdict, so none is accepted unchecked
  *   lib/<key>.so, lib/<key>.info   one linked candidate and the ptxas lines of all its units
  *   nvcc/<hash of nvcc path, mtime, size, inode>.txt   `nvcc --version`, so that a full cache
  *                                  hit runs no child process at all
@@ -20,6 +25,7 @@
 #include <unistd.h>
 
 #include "build/elfsyms.h"
+#include "build/hostasm.h"
 #include "build/rules.h"
 #include "util/clock.h"
 #include "util/fs.h"
@@ -27,7 +33,10 @@
 #include "util/log.h"
 #include "util/proc.h"
 
-#define KEY_VERSION "ca-build-1"
+#define KEY_VERSION "ca-build-2" /* 2: objects carry a host assembly verdict */
+#define VERDICT_CLEAN "ca-hostasm-1 clean\n"
+#define VERDICT_REFUSED "ca-hostasm-1 refused\n"
+#define VERDICT_MAX (64u << 10)
 #define MAX_TREE_BYTES (64u << 20) /* all files under kernels/ together */
 #define MAX_ERROR_LINES 20
 #define MAX_ERROR_LINE_LEN 400
@@ -37,10 +46,13 @@
 
 /* Flags of every compile; part of every object key. NVTX is disabled because its header-only
  * injection code (pulled in by CUB and Thrust) calls getenv/dlopen/dlsym, which the symbol rules
- * forbid. */
+ * forbid. -Xcompiler -S stops the host compiler, nvcc's last step, at its assembly: nvcc's output
+ * is the host assembly, which is checked (build/hostasm.h) and then assembled into the object by
+ * the host compiler's driver (`gcc -c -x assembler`, what `gcc -c` runs itself: the object is the
+ * same). Cheaper than -save-temps (no preprocessed copy is written): one more short process. */
 static const char *const compile_flags[] = {
 	"-O3", "--use_fast_math", "-std=c++17", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v",
-	"-DCCCL_DISABLE_NVTX", "-DNVTX_DISABLE",
+	"-DCCCL_DISABLE_NVTX", "-DNVTX_DISABLE", "-Xcompiler", "-S",
 };
 
 const char *build_status_code(enum build_status s)
@@ -344,7 +356,10 @@ struct unit {
 	char key[CA_HASH_HEX_LEN + 1];
 	char obj[PATH_MAX];
 	char info_path[PATH_MAX];
+	char verdict_path[PATH_MAX];
 	bool cached;
+	bool refused;   /* its host assembly was refused (this compile or the cached verdict) */
+	char *findings; /* then: the findings, one per line */
 	/* filled by the compile */
 	bool failed, timed_out;
 	int run_rc;
@@ -367,6 +382,7 @@ static void candidate_free(struct candidate *c)
 	for (size_t i = 0; i < c->num_units; i++) {
 		free(c->units[i].log);
 		free(c->units[i].info);
+		free(c->units[i].findings);
 	}
 	free(c->units);
 	for (size_t i = 0; c->texts && i < c->count; i++)
@@ -563,11 +579,131 @@ static char *concat_logs(const struct ca_run_result *rr)
 	return s;
 }
 
+/* Appends a line to u->log. */
+static void log_append(struct unit *u, const char *line)
+{
+	size_t l = (u->log ? strlen(u->log) : 0) + strlen(line) + 2;
+	char *joined = malloc(l);
+	if (!joined)
+		return;
+	snprintf(joined, l, "%s%s%s", u->log ? u->log : "", u->log && u->log[0] ? "\n" : "", line);
+	free(u->log);
+	u->log = joined;
+}
+
+/* Checks the host assembly nvcc wrote to spath and writes the verdict into the cache. 0: clean.
+ * Otherwise the unit is refused (u->refused, u->findings; the verdict is cached) or could not be
+ * checked (u->failed, u->log), and nothing of it may be used. */
+static int check_host_asm(struct job *j, struct unit *u, const char *spath)
+{
+	char shown_name[PATH_MAX + 16], *buf, *verdict;
+	struct hostasm_unit hu = {.kdir = j->kdir, .label = "kernels", .source = u->text,
+				  .source_len = u->len};
+	struct rules_report r;
+	struct ca_diag rd;
+	int rc;
+
+	snprintf(shown_name, sizeof shown_name, "kernels/%s", u->name);
+	hu.shown = shown_name;
+	buf = malloc(CA_BUILD_LOG_MAX);
+	if (!buf) {
+		u->failed = true;
+		log_append(u, "nvcc error: out of memory checking the host assembly");
+		return -1;
+	}
+	rules_report_init(&r, buf, CA_BUILD_LOG_MAX);
+	rc = hostasm_check_file(&hu, spath, &r, &rd);
+	rules_report_finish(&r);
+	if (rc == 0) {
+		write_cache_file(u->verdict_path, VERDICT_CLEAN);
+	} else if (rc == CA_ERR_REJECTED) {
+		u->refused = true;
+		u->findings = buf;
+		buf = NULL;
+		verdict = malloc(strlen(VERDICT_REFUSED) + strlen(u->findings) + 1);
+		if (verdict) {
+			memcpy(verdict, VERDICT_REFUSED, strlen(VERDICT_REFUSED));
+			memcpy(verdict + strlen(VERDICT_REFUSED), u->findings,
+			       strlen(u->findings) + 1);
+			write_cache_file(u->verdict_path, verdict);
+			free(verdict);
+		}
+	} else {
+		u->failed = true;
+		log_append(u, "nvcc error: cannot check the host assembly:");
+		log_append(u, rd.msg);
+	}
+	free(buf);
+	return rc ? -1 : 0;
+}
+
+/* Assembles the checked host assembly into obj with the host compiler's driver: $NVCC_CCBIN when
+ * it names a program (nvcc's own choice then), else gcc, as nvcc does. 0, or the unit failed
+ * (u->failed, u->timed_out, u->run_rc, u->log). */
+static int assemble(struct job *j, struct unit *u, const char *spath, const char *obj)
+{
+	const char *cc = getenv("NVCC_CCBIN");
+	const char *argv[] = {cc && cc[0] && access(cc, X_OK) == 0 && ca_is_file(cc) ? cc : "gcc",
+			      "-c", "-x", "assembler", spath, "-o", obj, NULL};
+	struct ca_run_opts ro = {.timeout_s = j->timeout_s, .stdout_cap = 64u << 10,
+				 .stderr_cap = 256u << 10};
+	struct ca_run_result rr;
+	struct ca_diag rd;
+	char how[128];
+	int rc = ca_run(argv, &ro, &rr, &rd);
+
+	if (rc) {
+		u->failed = true;
+		u->run_rc = rc;
+		log_append(u, rd.msg);
+		return -1;
+	}
+	if (rr.timed_out || rr.term_signal || rr.exit_code != 0 || !ca_is_file(obj)) {
+		char *log = concat_logs(&rr);
+		u->failed = true;
+		u->timed_out = rr.timed_out;
+		if (log)
+			log_append(u, log);
+		free(log);
+		ca_run_describe(&rr, how, sizeof how);
+		log_append(u, "assembling the host code failed:");
+		log_append(u, how);
+		rc = -1;
+	}
+	ca_run_result_free(&rr);
+	return rc;
+}
+
+/* A unit's cached verdict: 1 clean, 0 refused (u->refused, u->findings), -1 none or unreadable
+ * (the unit is compiled and checked again). */
+static int load_verdict(struct unit *u)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int v = -1;
+
+	if (ca_read_file(u->verdict_path, VERDICT_MAX, &text, &len, NULL) != 0)
+		return -1;
+	if (strcmp(text, VERDICT_CLEAN) == 0) {
+		v = 1;
+	} else if (strncmp(text, VERDICT_REFUSED, strlen(VERDICT_REFUSED)) == 0 &&
+		   text[strlen(VERDICT_REFUSED)]) {
+		free(u->findings);
+		u->findings = strdup(text + strlen(VERDICT_REFUSED));
+		if (u->findings) {
+			u->refused = true;
+			v = 0;
+		}
+	}
+	free(text);
+	return v;
+}
+
 static void compile_unit(struct job *j, size_t index)
 {
 	struct unit *u = &j->units[index];
-	char src[PATH_MAX], tmp[PATH_MAX + 64], arch_flag[48], inc_k[PATH_MAX + 3],
-		inc_i[PATH_MAX + 3];
+	char src[PATH_MAX], tmp[PATH_MAX + 64], spath[PATH_MAX + 64], arch_flag[48],
+		inc_k[PATH_MAX + 3], inc_i[PATH_MAX + 3];
 	const char *argv[32];
 	int n = 0;
 	struct ca_run_opts ro = {.timeout_s = j->timeout_s, .stdout_cap = 256u << 10,
@@ -576,6 +712,7 @@ static void compile_unit(struct job *j, size_t index)
 	struct ca_diag rd;
 
 	snprintf(src, sizeof src, "%s/%s", j->kdir, u->name);
+	temp_name(spath, sizeof spath, u->obj, ".s"); /* nvcc's output: the host assembly */
 	temp_name(tmp, sizeof tmp, u->obj, ".o");
 	snprintf(arch_flag, sizeof arch_flag, "-arch=%s", j->arch);
 	snprintf(inc_k, sizeof inc_k, "-I%s", j->kdir);
@@ -591,7 +728,7 @@ static void compile_unit(struct job *j, size_t index)
 	argv[n++] = "-c";
 	argv[n++] = src;
 	argv[n++] = "-o";
-	argv[n++] = tmp;
+	argv[n++] = spath;
 	argv[n] = NULL;
 
 	u->run_rc = ca_run(argv, &ro, &rr, &rd);
@@ -603,7 +740,7 @@ static void compile_unit(struct job *j, size_t index)
 	u->log = concat_logs(&rr);
 	if (rr.timed_out) {
 		u->failed = u->timed_out = true;
-	} else if (rr.term_signal || rr.exit_code != 0 || !ca_is_file(tmp)) {
+	} else if (rr.term_signal || rr.exit_code != 0 || !ca_is_file(spath)) {
 		u->failed = true;
 		if (rr.term_signal || rr.exit_code == 127) {
 			char how[128], *withhow;
@@ -616,7 +753,7 @@ static void compile_unit(struct job *j, size_t index)
 				u->log = withhow;
 			}
 		}
-	} else {
+	} else if (check_host_asm(j, u, spath) == 0 && assemble(j, u, spath, tmp) == 0) {
 		u->info = parse_ptxas(u->log ? u->log : "");
 		if (u->info)
 			write_cache_file(u->info_path, u->info);
@@ -627,6 +764,7 @@ static void compile_unit(struct job *j, size_t index)
 			u->log = strdup("cannot move the object into the build cache");
 		}
 	}
+	unlink(spath);
 	unlink(tmp);
 	ca_run_result_free(&rr);
 }
@@ -815,7 +953,9 @@ static int compute_keys(struct candidate *c, const char *nvcc_ver, const char *a
 		if (snprintf(u->obj, sizeof u->obj, "%s/obj/%s.o", cache, u->key) >=
 			    (int)sizeof u->obj ||
 		    snprintf(u->info_path, sizeof u->info_path, "%s/obj/%s.info", cache, u->key) >=
-			    (int)sizeof u->info_path)
+			    (int)sizeof u->info_path ||
+		    snprintf(u->verdict_path, sizeof u->verdict_path, "%s/obj/%s.hostasm", cache,
+			     u->key) >= (int)sizeof u->verdict_path)
 			return ca_fail(d, CA_ERR_LIMIT, "cache path too long");
 	}
 
@@ -912,6 +1052,25 @@ static int link_library(const char *nvcc, const char *arch, struct candidate *c,
 	return rc;
 }
 
+/* The findings of every refused unit: build.forbidden_source. */
+static void report_refused(const struct candidate *c, struct build_result *res)
+{
+	struct rules_report r;
+
+	res->status = BUILD_RULE_VIOLATION;
+	rules_report_init(&r, res->errors, sizeof res->errors);
+	for (size_t i = 0; i < c->num_units; i++) {
+		const char *p = c->units[i].findings;
+		while (c->units[i].refused && p && *p) {
+			size_t n = strcspn(p, "\n");
+			if (n)
+				rules_report_add(&r, "%.*s", (int)(n < 1000 ? n : 1000), p);
+			p += n + (p[n] == '\n');
+		}
+	}
+	rules_report_finish(&r);
+}
+
 /* Symbol and library rules on the built library, and the ABI's ca_forward. */
 static void check_library(const char *lib, struct build_result *res)
 {
@@ -953,6 +1112,7 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 	char kprefix[PATH_MAX + 1];
 	double timeout_s;
 	int rc, jobs, nlibdirs, lines = 0;
+	size_t clean = 0, refused = 0;
 	bool verdict = false;
 
 	memset(res, 0, sizeof *res);
@@ -1045,8 +1205,22 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 		goto out;
 	}
 
-	/* (2) the whole library from the cache: no nvcc at all */
-	if (!opts->no_cache && ca_is_file(lib)) {
+	/* (2) the cached verdicts: a refused unit ends the build without nvcc; the whole library
+	 * comes from the cache only when every unit has a clean verdict */
+	for (size_t i = 0; i < c.num_units; i++) {
+		struct unit *u = &c.units[i];
+		int v = opts->no_cache ? -1 : load_verdict(u);
+		if (v == 1)
+			clean++;
+		else if (v == 0)
+			refused++;
+	}
+	if (refused) {
+		res->objects_cached = (int)refused;
+		report_refused(&c, res);
+		goto out;
+	}
+	if (!opts->no_cache && clean == c.num_units && ca_is_file(lib)) {
 		res->cached = true;
 		res->objects_cached = (int)c.num_units;
 		load_info(lib_info, res->ptxas_info, sizeof res->ptxas_info);
@@ -1058,7 +1232,7 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 	size_t to_compile = 0;
 	for (size_t i = 0; i < c.num_units; i++) {
 		struct unit *u = &c.units[i];
-		u->cached = !opts->no_cache && ca_is_file(u->obj);
+		u->cached = !opts->no_cache && load_verdict(u) == 1 && ca_is_file(u->obj);
 		if (u->cached)
 			res->objects_cached++;
 		else
@@ -1123,6 +1297,12 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 			res->objects_compiled++;
 			append_lines(res->ptxas_info, sizeof res->ptxas_info, u->info);
 		}
+	}
+	for (size_t i = 0; i < c.num_units; i++)
+		refused += c.units[i].refused;
+	if (refused) { /* host assembly refused: the verdict, before compile errors */
+		report_refused(&c, res);
+		goto out;
 	}
 	if (res->errors[0]) { /* compile errors or timeouts: the verdict */
 		if (res->status != BUILD_TIMEOUT)

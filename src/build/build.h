@@ -3,10 +3,14 @@
  *
  * Steps: (1) source rules on every file in kernels/ (no PyTorch headers, no dlopen, ...: see
  * build/rules.h); (2) each .cu/.cpp/.c is compiled to an object cached by the hash of (its bytes,
- * the bytes of every header in kernels/, nvcc version, flags, arch); (3) objects are linked with
+ * the bytes of every header in kernels/, nvcc version, flags, arch), and the host assembly the
+ * compiler emitted for it is checked (no inline assembly in host code, no system call
+ * instructions: build/hostasm.h); the verdict is cached with the object, a refused unit is
+ * build.forbidden_source and no object of it is kept or linked; (3) objects are linked with
  * `nvcc -shared -cudart shared` plus the allowed libraries, cached by the hash of the object
- * hashes; (4) the library's undefined dynamic symbols and DT_NEEDED entries are checked against
- * the allowlist (build/elfsyms.h, build/rules.h). The cache lives under <cache>/build/. */
+ * hashes, and taken from the cache only when every unit has a clean cached verdict; (4) the
+ * library's undefined dynamic symbols and DT_NEEDED entries are checked against the allowlist
+ * (build/elfsyms.h, build/rules.h). The cache lives under <cache>/build/. */
 #ifndef CA_BUILD_BUILD_H
 #define CA_BUILD_BUILD_H
 
@@ -33,7 +37,7 @@ struct build_opts {
 enum build_status {
 	BUILD_OK = 0,
 	BUILD_COMPILE_ERROR,  /* reason build.error */
-	BUILD_RULE_VIOLATION, /* reason build.forbidden_source */
+	BUILD_RULE_VIOLATION, /* reason build.forbidden_source (source rules, host assembly) */
 	BUILD_SYMBOL_VIOLATION, /* reason build.forbidden_symbol */
 	BUILD_NO_SOURCES,     /* reason build.no_sources */
 	BUILD_TIMEOUT,        /* reason build.timeout */

@@ -803,6 +803,120 @@ int rules_scan_source(const char *display_name, const char *text, size_t len,
 	return r->count - before;
 }
 
+/* The identifier ending just before position end of bare (spaces skipped): [*s, end). */
+static size_t ident_before(const char *bare, size_t end, size_t *s)
+{
+	size_t e = end;
+	while (e > 0 && (is_space(bare[e - 1]) || bare[e - 1] == '\n'))
+		e--;
+	size_t b = e;
+	while (b > 0 && is_ident(bare[b - 1]))
+		b--;
+	*s = b;
+	return e - b;
+}
+
+/* Whether the '{' at bare[i] opens a block whose contents are still at file scope: a namespace
+ * or an extern "C" block. */
+static bool scope_block(const char *bare, size_t i)
+{
+	size_t s, n, e = i;
+
+	while (e > 0 && (is_space(bare[e - 1]) || bare[e - 1] == '\n'))
+		e--;
+	if (e > 0 && bare[e - 1] == '"') { /* extern "C" { */
+		size_t q = e - 1;
+		while (q > 0 && bare[q - 1] != '"' && bare[q - 1] != '\n')
+			q--;
+		if (q == 0 || bare[q - 1] != '"')
+			return false;
+		n = ident_before(bare, q - 1, &s);
+		return n == 6 && memcmp(bare + s, "extern", 6) == 0;
+	}
+	n = ident_before(bare, e, &s);
+	if (n == 9 && memcmp(bare + s, "namespace", 9) == 0)
+		return true; /* anonymous namespace */
+	while (n > 0) { /* namespace a::b { */
+		e = s;
+		while (e > 0 && (is_space(bare[e - 1]) || bare[e - 1] == '\n'))
+			e--;
+		if (e >= 2 && bare[e - 1] == ':' && bare[e - 2] == ':') {
+			n = ident_before(bare, e - 2, &s);
+			continue;
+		}
+		n = ident_before(bare, e, &s);
+		return n == 9 && memcmp(bare + s, "namespace", 9) == 0;
+	}
+	return false;
+}
+
+unsigned rules_file_scope_asm_line(const char *text, size_t len)
+{
+	char *code = malloc(len + 1), *bare = malloc(len + 1);
+	unsigned line = 1, found = 0;
+	unsigned char block_kind[256]; /* 1: a namespace or extern "C" block */
+	size_t depth = 0, opaque = 0;
+	char prev = ';';
+	bool line_start = true, directive = false;
+
+	if (!code || !bare)
+		goto out;
+	strip_source(text, len, code, bare);
+	for (size_t i = 0; i < len; i++) {
+		char c = bare[i];
+		if (c == '\n') {
+			if (!(i > 0 && bare[i - 1] == '\\'))
+				directive = false;
+			line_start = true;
+			line++;
+			continue;
+		}
+		if (is_space(c))
+			continue;
+		if (line_start && c == '#')
+			directive = true;
+		line_start = false;
+		if (directive)
+			continue;
+		if (c == '{' || c == '}') {
+			if (c == '{') {
+				unsigned char k = scope_block(bare, i) ? 1 : 0;
+				if (depth < sizeof block_kind)
+					block_kind[depth] = k;
+				depth++;
+				opaque += !k;
+			} else if (depth > 0) {
+				depth--;
+				if (depth >= sizeof block_kind || !block_kind[depth])
+					opaque--;
+			}
+			prev = c;
+			continue;
+		}
+		if (is_ident(c) && !is_digit(c) && (i == 0 || !is_ident(bare[i - 1]))) {
+			size_t e = i;
+			while (e < len && is_ident(bare[e]))
+				e++;
+			size_t n = e - i;
+			if (opaque == 0 && (prev == ';' || prev == '{' || prev == '}') &&
+			    ((n == 3 && memcmp(bare + i, "asm", 3) == 0) ||
+			     (n == 5 && memcmp(bare + i, "__asm", 5) == 0) ||
+			     (n == 7 && memcmp(bare + i, "__asm__", 7) == 0))) {
+				found = line;
+				break;
+			}
+			prev = 'a';
+			i = e - 1;
+			continue;
+		}
+		prev = c;
+	}
+out:
+	free(code);
+	free(bare);
+	return found;
+}
+
 static bool source_suffix(const char *name)
 {
 	static const char *const suffixes[] = {".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c",

@@ -9,7 +9,9 @@
  * patterns with a reason each, and a deny entry wins over an allow entry. Source rules
  * (rules_check_sources) are a backup on the text of kernels/: no PyTorch, pybind11 or Python
  * headers, no dlfcn.h, no dlopen/dlsym, no system/popen/fork/exec*, no '..' or absolute includes.
- * Comments and string literals are ignored; inline PTX asm is legitimate and not looked at.
+ * Comments and string literals are ignored. Inline asm is not looked at here: inline PTX in
+ * device code is legitimate, and host inline asm is refused exactly on the host assembly the
+ * compiler emitted (build/hostasm.h), which sees through macros, headers and asm labels.
  *
  * Reports are caller-owned text buffers holding one violation per line; a report that does not
  * fit ends with "... and N more". Nothing here keeps state between calls. */
@@ -64,6 +66,11 @@ int rules_check_library(const char *so_path, char *report, size_t report_size, s
  * per violation to r and returns how many. */
 int rules_scan_source(const char *display_name, const char *text, size_t len,
 		      struct rules_report *r);
+
+/* The line of the first file-scope asm declaration (`asm("...");` outside any function, also
+ * inside namespaces and extern "C" blocks) in a source text, or 0: best effort, for messages
+ * only (a macro that expands to asm is not seen); the verdict comes from build/hostasm.h. */
+unsigned rules_file_scope_asm_line(const char *text, size_t len);
 
 /* Scans every .cu/.cuh/.cpp/.cc/.cxx/.c/.h/.hpp/.hh/.inl file under dir (see rules_list_tree);
  * lines are prefixed with the last component of dir ("kernels/sub/x.cuh:3: ..."). 0: clean;

@@ -1,5 +1,6 @@
 /* Unit tests for src/build/build: real nvcc builds of the small candidates in tests/data/build/
- * into a temporary cache (no GPU needed). nvcc comes from $CA_TEST_NVCC, else $NVCC, PATH or
+ * (and of a few written here: host inline asm, device inline PTX) into a temporary cache (no GPU
+ * needed). nvcc comes from $CA_TEST_NVCC, else $NVCC, PATH or
  * /usr/local/cuda; the tests that need it are skipped, saying so, only when there is none. The
  * include dir (dlpack/dlpack.h, cuda_agent/abi.h) is $CA_BUILD/include, else build/include. */
 #include <setjmp.h>
@@ -513,6 +514,218 @@ static void test_gemm_concurrent(void **state)
 	ca_free_names(names, count);
 }
 
+/* ---- host assembly (build/hostasm.h) on real nvcc output ------------------------------------ */
+
+/* Writes <tmpdir>/<copy>/kernels/<name>; returns the kernels path in kdir. */
+static void write_unit(const char *copy, const char *name, const char *text, char *kdir,
+		       size_t kdir_size)
+{
+	char path[PATH_MAX];
+	struct ca_diag d;
+
+	assert_true(snprintf(kdir, kdir_size, "%s/%s/kernels", tmpdir, copy) < (int)kdir_size);
+	assert_int_equal(ca_mkdirs(kdir, 0755, &d), 0);
+	assert_int_equal(ca_path_join(path, sizeof path, kdir, name), 0);
+	assert_int_equal(ca_write_file_atomic(path, text, strlen(text), &d), 0);
+}
+
+#define FORWARD_ARGS                                                                            \
+	"const DLTensor *args, int num_args, const DLTensor *params, int num_params, "          \
+	"DLTensor *outputs, int num_outputs, cudaStream_t stream"
+
+/* Host inline asm in every form a candidate can write it, each line of k.cu numbered. */
+static const char asm_unit[] =
+	"#include <cuda_agent/abi.h>\n"                                          /* 1 */
+	"#include \"evil.cuh\"\n"                                                /* 2 */
+	"\n"                                                                     /* 3 */
+	"__asm__(\".globl topsym\\n topsym: ret\");\n"                           /* 4 */
+	"\n"                                                                     /* 5 */
+	"static long raw_syscall(long n, long a)\n"                              /* 6 */
+	"{\n"                                                                    /* 7 */
+	"\tlong r;\n"                                                            /* 8 */
+	"\tasm volatile(\"syscall\" : \"=a\"(r) : \"a\"(n), \"D\"(a) : \"rcx\", \"r11\", "
+	"\"memory\");\n"                                                         /* 9 */
+	"\treturn r;\n"                                                          /* 10 */
+	"}\n"                                                                    /* 11 */
+	"\n"                                                                     /* 12 */
+	"static void pad(void)\n"                                                /* 13 */
+	"{\n"                                                                    /* 14 */
+	"\t__asm__(\"nop\");\n"                                                  /* 15 */
+	"}\n"                                                                    /* 16 */
+	"\n"                                                                     /* 17 */
+	"static void bytes(void)\n"                                              /* 18 */
+	"{\n"                                                                    /* 19 */
+	"\tasm volatile(\".byte 0x0f, 0x05\" ::: \"rax\", \"rcx\", \"r11\", \"memory\");\n" /* 20 */
+	"}\n"                                                                    /* 21 */
+	"\n"                                                                     /* 22 */
+	"__global__ void zero(float *y) { y[threadIdx.x] = 0.0f; }\n"            /* 23 */
+	"\n"                                                                     /* 24 */
+	"extern \"C\" int ca_forward(" FORWARD_ARGS ")\n"                        /* 25 */
+	"{\n"                                                                    /* 26 */
+	"\t(void)args; (void)params; (void)num_params; (void)num_outputs;\n"    /* 27 */
+	"\tpad();\n"                                                             /* 28 */
+	"\tif (num_args == 41) {\n"                                              /* 29 */
+	"\t\tEVIL_PAUSE();\n"                                                    /* 30 */
+	"\t}\n"                                                                  /* 31 */
+	"\tif (num_args == 42) {\n"                                              /* 32 */
+	"\t\tbytes();\n"                                                         /* 33 */
+	"\t\treturn (int)raw_syscall(39, 0);\n"                                  /* 34 */
+	"\t}\n"                                                                  /* 35 */
+	"\tzero<<<1, 32, 0, stream>>>((float *)outputs[0].data);\n"             /* 36 */
+	"\treturn 0;\n"                                                          /* 37 */
+	"}\n";
+
+static void test_host_asm_refused(void **state)
+{
+	(void)state;
+	char kdir[PATH_MAX], first[CA_BUILD_LOG_MAX];
+	struct build_result r;
+	struct build_opts o;
+
+	if (!have_nvcc)
+		skip();
+	write_unit("hostasm", "k.cu", asm_unit, kdir, sizeof kdir);
+	/* asm hidden behind a macro of a candidate header */
+	write_unit("hostasm", "evil.cuh",
+		   "#pragma once\n#define EVIL_PAUSE() __asm__ volatile(\"pause\")\n", kdir,
+		   sizeof kdir);
+	/* the same in a C unit, which nvcc hands to gcc directly */
+	write_unit("hostasm", "api.c",
+		   "long c_getpid(void);\n"
+		   "long c_getpid(void) { long r; __asm__ volatile(\"syscall\" : \"=a\"(r) : "
+		   "\"a\"(39L) : \"rcx\", \"r11\", \"memory\"); return r; }\n",
+		   kdir, sizeof kdir);
+	/* no inline asm at all: a syscall pasted through an asm label */
+	write_unit("hostasm", "inj.cpp",
+		   "extern \"C\" int hidden_impl(int x) { return x + 1; }\n"
+		   "extern \"C\" int hidden(int) __asm__(\"hidden_impl\\n\\tsyscall\\n#\");\n"
+		   "extern \"C\" int use_hidden(int x) { return hidden(x); }\n",
+		   kdir, sizeof kdir);
+	o = opts_for(kdir);
+	o.jobs = 2;
+	run_build(&o, &r);
+	expect_status(&r, BUILD_RULE_VIOLATION);
+	assert_string_equal(build_status_code(r.status), "build.forbidden_source");
+	static const char *const want[] = {
+		"kernels/k.cu:4: file-scope asm is not allowed in host code",
+		"kernels/k.cu:9: inline assembly in host code is not allowed (system calls and "
+		"self-modifying code are refused; inline PTX in __device__/__global__ functions is "
+		"fine)\n",
+		"kernels/k.cu:15: inline assembly in host code is not allowed",
+		"kernels/k.cu:20: inline assembly in host code is not allowed",
+		"kernels/api.c:2: inline assembly in host code is not allowed",
+		"kernels/inj.cpp (host assembly line ",
+		"): the instruction 'syscall' enters the kernel",
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		if (!strstr(r.errors, want[i]))
+			fail_msg("errors lack '%s':\n%s", want[i], r.errors);
+	/* the macro's asm is named where it expands, or in the header that defines it */
+	if (!strstr(r.errors, "kernels/k.cu:30: inline assembly") &&
+	    !strstr(r.errors, "kernels/evil.cuh:2: inline assembly"))
+		fail_msg("errors lack the macro's asm:\n%s", r.errors);
+	assert_null(strstr(r.errors, tmpdir)); /* paths are relative to the candidate */
+	assert_string_equal(r.library, "");
+	assert_int_equal(r.objects_compiled, 3);
+	snprintf(first, sizeof first, "%s", r.errors);
+
+	/* the verdict is cached with the unit: the same answer, no nvcc (it would time out) */
+	struct build_opts o2 = o;
+	o2.timeout_s = 0.001;
+	run_build(&o2, &r);
+	expect_status(&r, BUILD_RULE_VIOLATION);
+	assert_string_equal(r.errors, first);
+	assert_int_equal(r.objects_compiled, 0);
+}
+
+static void test_device_ptx_builds(void **state)
+{
+	(void)state;
+	char kdir[PATH_MAX], verdict[PATH_MAX + 64];
+	struct build_result r;
+	struct build_opts o;
+	struct ca_diag d;
+
+	if (!have_nvcc)
+		skip();
+	write_unit("ptx", "k.cu",
+		   "#include <cuda_agent/abi.h>\n"
+		   "__device__ __forceinline__ unsigned lane_id(void)\n"
+		   "{\n"
+		   "\tunsigned r;\n"
+		   "\tasm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(r));\n"
+		   "\treturn r;\n"
+		   "}\n"
+		   "__host__ __device__ inline float add_one(float x)\n"
+		   "{\n"
+		   "#ifdef __CUDA_ARCH__\n"
+		   "\tfloat r;\n"
+		   "\tasm(\"add.f32 %0, %1, 0f3F800000;\" : \"=f\"(r) : \"f\"(x));\n"
+		   "\treturn r;\n"
+		   "#else\n"
+		   "\treturn x + 1.0f;\n"
+		   "#endif\n"
+		   "}\n"
+		   "__global__ void fill(float *y, int n)\n"
+		   "{\n"
+		   "\tunsigned lane;\n"
+		   "\tasm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(lane));\n"
+		   "\tint i = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
+		   "\tif (i < n)\n"
+		   "\t\ty[i] = add_one((float)lane_id()) + 0.0f * (float)lane;\n"
+		   "}\n"
+		   "extern \"C\" int ca_forward(" FORWARD_ARGS ")\n"
+		   "{\n"
+		   "\t(void)args; (void)num_args; (void)params; (void)num_params; "
+		   "(void)num_outputs;\n"
+		   "\tif (add_one(1.0f) != 2.0f) /* the host side of the function */\n"
+		   "\t\treturn 1;\n"
+		   "\tfill<<<1, 32, 0, stream>>>((float *)outputs[0].data, 32);\n"
+		   "\treturn cudaGetLastError() != cudaSuccess;\n"
+		   "}\n",
+		   kdir, sizeof kdir);
+	o = opts_for(kdir);
+	run_build(&o, &r);
+	expect_status(&r, BUILD_OK);
+	assert_int_equal(r.objects_compiled, 1);
+	assert_true(exports(r.library, "ca_forward"));
+
+	/* cached: the verdict travels with the object */
+	run_build(&o, &r);
+	expect_status(&r, BUILD_OK);
+	assert_true(r.cached);
+
+	/* an object whose verdict is gone is compiled and checked again, never taken unchecked */
+	char **names;
+	size_t count, removed = 0;
+	char objdir[PATH_MAX + 32];
+	snprintf(objdir, sizeof objdir, "%s/obj", cache);
+	assert_int_equal(ca_list_files(objdir, NULL, 1000, &names, &count, &d), 0);
+	for (size_t i = 0; i < count; i++) {
+		size_t n = strlen(names[i]);
+		if (n > 8 && strcmp(names[i] + n - 8, ".hostasm") == 0) {
+			snprintf(verdict, sizeof verdict, "%s/%s", objdir, names[i]);
+			assert_int_equal(unlink(verdict), 0);
+			removed++;
+		}
+	}
+	ca_free_names(names, count);
+	assert_true(removed > 0);
+	run_build(&o, &r);
+	expect_status(&r, BUILD_OK);
+	assert_false(r.cached);
+	assert_int_equal(r.objects_compiled, 1);
+
+	/* no host assembly (<key>.o.tmp.*.s) left in the cache */
+	assert_int_equal(ca_list_files(objdir, NULL, 1000, &names, &count, &d), 0);
+	for (size_t i = 0; i < count; i++) {
+		size_t n = strlen(names[i]);
+		assert_false(n > 2 && strcmp(names[i] + n - 2, ".s") == 0);
+		assert_null(strstr(names[i], ".tmp."));
+	}
+	ca_free_names(names, count);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -526,6 +739,8 @@ int main(void)
 		cmocka_unit_test(test_forbidden_symbols),
 		cmocka_unit_test(test_missing_forward),
 		cmocka_unit_test(test_gemm_concurrent),
+		cmocka_unit_test(test_host_asm_refused),
+		cmocka_unit_test(test_device_ptx_builds),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

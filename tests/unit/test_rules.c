@@ -1,6 +1,8 @@
 /* Unit tests for src/build/rules: allow/deny decisions on representative symbols (C and mangled
  * C++), needed libraries, exports, reports, source scanning, the tree listing, and the library
- * check on real libraries built with `cc -shared` at test time. */
+ * check on real libraries built with `cc -shared` at test time; and for src/build/hostasm, the
+ * host assembly check, on assembly text written the way GCC and nvcc write it
+ * (tests/unit/test_build.c runs the same check on real nvcc output). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "build/hostasm.h"
 #include "build/rules.h"
 #include "util/diag.h"
 #include "util/fs.h"
@@ -544,6 +547,422 @@ static void test_list_tree(void **state)
 	assert_int_equal(count, 0);
 }
 
+/* ---- host assembly (build/hostasm.h) -------------------------------------------------------- */
+
+#define KDIR "/work/cand/kernels"
+
+/* Checks asm text as the host assembly of kernels/k.cu (source: the unit's text, or NULL). */
+static int hostasm(const char *text, const char *source, char *buf, size_t size)
+{
+	struct rules_report r;
+	struct hostasm_unit u = {.shown = "kernels/k.cu", .kdir = KDIR, .label = "kernels",
+				 .source = source, .source_len = source ? strlen(source) : 0};
+	rules_report_init(&r, buf, size);
+	int n = hostasm_check_text(&u, text, strlen(text), &r);
+	rules_report_finish(&r);
+	return n;
+}
+
+/* What GCC 12 and nvcc 13 write for a .cu unit (shortened): nvcc's fatbin as file-scope asm, a
+ * function, the TLS call sequence, alignment, comdat and data sections, strings holding '#', ';'
+ * and quotes, exception tables, .note.GNU-stack. */
+static const char gcc_output[] =
+	"\t.file\t\"tmpxft_00004302_00000000-6_k.cudafe1.cpp\"\n"
+	"\t.text\n"
+	"#APP\n"
+	"\t.section .nv_fatbin, \"a\"\n"
+	".align 8\n"
+	"fatbinData:\n"
+	".quad 0x00100001ba55ed50,0x0000000000003460,0x0000007001010002,0x0000000000002f80\n"
+	".quad 0xa66c58516ac02295, 0x000000000000000b\n"
+	".text\n"
+	"\n"
+	"#NO_APP\n"
+	"\t.p2align 4\n"
+	"\t.type\t_ZL26__cudaUnregisterBinaryUtilv, @function\n"
+	"_ZL26__cudaUnregisterBinaryUtilv:\n"
+	".LFB2023:\n"
+	"\t.cfi_startproc\n"
+	"\tendbr64\n"
+	"\tmovq\t_ZL20__cudaFatCubinHandle(%rip), %rdi\n"
+	"\tjmp\t__cudaUnregisterFatBinary@PLT\n"
+	"\t.cfi_endproc\n"
+	".LFE2023:\n"
+	"\t.size\t_ZL26__cudaUnregisterBinaryUtilv, .-_ZL26__cudaUnregisterBinaryUtilv\n"
+	"\t.section\t.text.unlikely,\"ax\",@progbits\n"
+	".LCOLDB1:\n"
+	"\t.text\n"
+	"\t.p2align 4,,10\n"
+	"\t.globl\tca_forward\n"
+	"ca_forward:\n"
+	"\t.cfi_escape 0x10,0x6,0x2,0x76,0\n"
+	"\tdata16\tleaq\t_ZSt15__once_callable@tlsgd(%rip), %rdi\n"
+	"\t.value\t0x6666\n"
+	"\trex64\n"
+	"\tcall\t__tls_get_addr@PLT\n"
+	"\trep ret\n"
+	"\tnotrack jmp\t*%rax\n"
+	"\torq\t$0, (%rsp)\n"
+	"\tlock xaddl\t%eax, (%rdx)\n"
+	"\t{vex} vpdpbusd\t%ymm2, %ymm1, %ymm0\n"
+	"\tcall\tsyscall_count\n"
+	"\t.section\t.gcc_except_table,\"a\",@progbits\n"
+	".LLSDA2035:\n"
+	"\t.byte\t0xff\n"
+	"\t.uleb128 .LLSDACSE2035-.LLSDACSB2035\n"
+	"\t.section\t.text._ZN3cub6detail5emptyEv,\"axG\",@progbits,_ZN3cub6detail5emptyEv,comdat\n"
+	"\t.weak\t_ZN3cub6detail5emptyEv\n"
+	"_ZN3cub6detail5emptyEv:\n"
+	"\tret\n"
+	"\t.section\t.rodata.str1.8,\"aMS\",@progbits,1\n"
+	".LC0:\n"
+	"\t.string\t\"error #%d; \\\"%s\\\" = '%c' \\\\ /* x */\"\n"
+	"\t.section\t.init_array,\"aw\"\n"
+	"\t.align 8\n"
+	"\t.quad\t_GLOBAL__sub_I_k.cu\n"
+	"\t.section\t.nvFatBinSegment,\"aw\"\n"
+	"\t.align 8\n"
+	"\t.long\t1180844977\n"
+	"\t.zero\t4\n"
+	"\t.local\t_ZL20__cudaFatCubinHandle\n"
+	"\t.comm\t_ZL20__cudaFatCubinHandle,8,8\n"
+	"\t.set\t.LTHUNK0,_ZN1A1fEv\n"
+	"\t.section\t.tbss,\"awT\",@nobits\n"
+	"\t.ident\t\"GCC: (Debian 12.2.0-14+deb12u1) 12.2.0\"\n"
+	"\t.section\t.note.GNU-stack,\"\",@progbits\n"
+	/* -fcf-protection (Ubuntu's default): the GNU property note, with local labels */
+	"\t.section\t.note.gnu.property,\"a\"\n"
+	"\t.align 8\n"
+	"\t.long\t1f - 0f\n"
+	"\t.long\t4f - 1f\n"
+	"\t.long\t5\n"
+	"0:\n"
+	"\t.string\t\"GNU\"\n"
+	"1:\n"
+	"\t.align 8\n"
+	"\t.long\t0xc0000002\n"
+	"\t.long\t3f - 2f\n"
+	"2:\n"
+	"\t.long\t0x3\n"
+	"3:\n"
+	"\t.align 8\n"
+	"4:\n";
+
+static void test_hostasm_compiler_output(void **state)
+{
+	(void)state;
+	char buf[4096];
+
+	assert_int_equal(hostasm(gcc_output, NULL, buf, sizeof buf), 0);
+	assert_string_equal(buf, "");
+	/* a .c/.cpp unit has no fatbin; an empty file is fine too */
+	assert_int_equal(hostasm("\t.text\n\t.globl\tf\nf:\n\tret\n", NULL, buf, sizeof buf), 0);
+	assert_int_equal(hostasm("", NULL, buf, sizeof buf), 0);
+}
+
+static void test_hostasm_inline_asm(void **state)
+{
+	(void)state;
+	char buf[4096];
+
+	/* host asm volatile("syscall") in kernels/k.cu, twice (inlined): named once */
+	assert_int_equal(hostasm("\t.text\nf:\n#APP\n# 14 \"" KDIR "/k.cu\" 1\n\tsyscall\n"
+				 "# 0 \"\" 2\n#NO_APP\n\tret\n"
+				 "g:\n#APP\n# 14 \"" KDIR "/k.cu\" 1\n\tsyscall\n# 0 \"\" 2\n"
+				 "#NO_APP\n\tret\n",
+				 NULL, buf, sizeof buf),
+			 1);
+	assert_string_equal(buf, "kernels/k.cu:14: inline assembly in host code is not allowed "
+				 "(system calls and self-modifying code are refused; inline PTX in "
+				 "__device__/__global__ functions is fine)\n");
+	/* host __asm__("nop"): harmless, refused all the same; a header's macro in its own file */
+	assert_int_equal(hostasm("#APP\n# 3 \"" KDIR "/k.cu\" 1\n\tnop\n# 0 \"\" 2\n"
+				 "# 7 \"" KDIR "/sub/evil.cuh\" 1\n\tnop\n# 0 \"\" 2\n#NO_APP\n",
+				 NULL, buf, sizeof buf),
+			 2);
+	assert_non_null(strstr(buf, "kernels/k.cu:3: inline assembly in host code"));
+	assert_non_null(strstr(buf, "kernels/sub/evil.cuh:7: inline assembly in host code"));
+	/* raw bytes of a syscall: refused as inline asm (the content is not looked at then) */
+	assert_int_equal(hostasm("#APP\n# 9 \"" KDIR "/k.cu\" 1\n\t.byte 0x0f, 0x05\n# 0 \"\" 2\n"
+				 "#NO_APP\n",
+				 NULL, buf, sizeof buf),
+			 1);
+	assert_non_null(strstr(buf, "kernels/k.cu:9: inline assembly"));
+	/* a relative name (a forged #line) counts as the candidate's */
+	assert_int_equal(hostasm("#APP\n# 2 \"k.cu\" 1\n\tnop\n# 0 \"\" 2\n#NO_APP\n", NULL, buf,
+				 sizeof buf),
+			 1);
+	assert_non_null(strstr(buf, "k.cu:2: inline assembly"));
+
+	/* a system header's asm is checked like the rest: cpuid passes, syscall does not */
+	assert_int_equal(hostasm("#APP\n# 80 \"/usr/include/cpuid.h\" 1\n\tcpuid\n\t\n"
+				 "# 0 \"\" 2\n#NO_APP\n",
+				 NULL, buf, sizeof buf),
+			 0);
+	assert_int_equal(hostasm("#APP\n# 5 \"/usr/include/x.h\" 1\n\tsyscall\n# 0 \"\" 2\n"
+				 "#NO_APP\n",
+				 NULL, buf, sizeof buf),
+			 1);
+	assert_string_equal(buf, "/usr/include/x.h:5 (host code of kernels/k.cu): the instruction "
+				 "'syscall' enters the kernel (a system call or software interrupt), "
+				 "which host code may not do\n");
+	/* forged markers change nothing: a "system" block that leaves app mode and comes back */
+	assert_int_equal(hostasm("#APP\n# 10 \"/usr/include/stdio.h\" 1\n\tnop\n#NO_APP\n"
+				 "\tsyscall\n#APP\n# 0 \"\" 2\n#NO_APP\n",
+				 NULL, buf, sizeof buf),
+			 1);
+	assert_non_null(strstr(buf, "kernels/k.cu (host assembly line 5): the instruction "
+				    "'syscall'"));
+	assert_int_equal(hostasm("#APP\n# 1 \"/usr/include/stdio.h\" 1\n\t.byte 0x0f,0x05\n"
+				 "# 0 \"\" 2\n#NO_APP\n",
+				 NULL, buf, sizeof buf),
+			 1);
+	assert_non_null(strstr(buf, "/usr/include/stdio.h:1 (host code of kernels/k.cu): '.byte' "
+				    "places data in the executable section '.text'"));
+}
+
+static void test_hostasm_instructions(void **state)
+{
+	(void)state;
+	char buf[8192];
+	static const char *const refused[] = {
+		"\tsyscall\n", "\tSYSCALL\n", "\tsysenter\n", "\tint $0x80\n", "\tint\t$128\n",
+		"\tint3\n", "\tint1\n", "\ticebp\n", "\tinto\n", "\trex64 syscall\n",
+		"\tlock syscall\n", "\t{vex} syscall\n", "\tnop; syscall\n", "\tnop ;syscall ;\n",
+		"\tds\tcs syscall\n", "\tsysretq\n", "\tlretq\n", "\tljmp *(%rax)\n",
+		"\tlcall\t$0x23, $0\n", "\tiretq\n", "\twrpkru\n", "\txrstor64 (%rdi)\n",
+		"\txrstors (%rdi)\n", "\twrfsbase %rax\n", "\tvmcall\n", "\tsenduipi %rax\n",
+		"f: syscall\n", ".L1:\t.L2: sysenter\n", "\tsyscall.s\n",
+	};
+	static const char *const fine[] = {
+		"\tcall\tsyscall@PLT\n", "\tjmp\tint3_handler\n", "\tmovl\t$0x050f, %eax\n",
+		"\tpause\n", "\trdtsc\n", "\tud2\n", "\tinterrupt_me:\n", "\tintl_thing\n",
+	};
+
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		int n = hostasm(refused[i], NULL, buf, sizeof buf);
+		if (n != 1 || !strstr(buf, "the instruction '"))
+			fail_msg("'%s' gave %d finding(s): %s", refused[i], n, buf);
+	}
+	for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++)
+		if (hostasm(fine[i], NULL, buf, sizeof buf) != 0)
+			fail_msg("'%s' was refused: %s", fine[i], buf);
+	assert_int_equal(hostasm("\twrpkru\n", NULL, buf, sizeof buf), 1);
+	assert_non_null(strstr(buf, "'wrpkru' changes memory protection keys"));
+	assert_int_equal(hostasm("\tljmp *(%rax)\n", NULL, buf, sizeof buf), 1);
+	assert_non_null(strstr(buf, "'ljmp' is a far control transfer"));
+}
+
+/* What a candidate can paste into GCC's output without inline asm: asm labels and section
+ * names are written verbatim (GCC 12 checks neither). */
+static void test_hostasm_injection(void **state)
+{
+	(void)state;
+	char buf[8192];
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		/* int f() __asm__("foo\n\tsyscall\n#"); called from g */
+		{"\t.text\ng:\n\tcall\tfoo\n\tsyscall\n#@PLT\n\tret\n", "'syscall' enters"},
+		/* __attribute__((section(".data;syscall;#"))) */
+		{"\t.section\t.data;syscall;#,\"aw\"\n", "a '#' outside a string"},
+		{"\t.section\t.data;syscall\n", "'syscall' enters"},
+		/* __attribute__((section(".text.x"))) const unsigned char code[] = {0x0f, 0x05} */
+		{"\t.section\t.text.evil,\"a\"\ncode:\n\t.ascii\t\"\\017\\005\\303\"\n",
+		 "'.ascii' places data in the executable section '.text.evil'"},
+		{"\t.section\t.init,\"ax\"\n\t.quad 0x050f\n", "in the executable section '.init'"},
+		{"\t.section\t.gnu.linkonce.t.x\n\t.long 0x050f\n", "executable section"},
+		{"\t.text\n\t.byte 0x0f, 0x05\n", "'.byte' places data in the executable section"},
+		{"\t.text\n\t.value 0x050f\n", "'.value' places data"},
+		{"\t.text\n\t.string \"\\017\\005\"\n", "'.string' places data"},
+		{"\t.text\n\t.zero 16\n", "'.zero' places data"},
+		{"\t.section\t.text.startup,\"ax\",@progbits\n\t.quad 0x050f\n", "'.quad' places"},
+		{"\t.text\n\t.p2align 4,0x0f\n", "padding of the executable section '.text'"},
+		{"\t.text\n\t.align 16, 0x05, 3\n", "padding of the executable section"},
+		/* an executable section of another name, an executable stack */
+		{"\t.section\t.rodata.x,\"ax\",@progbits\n", "the section '.rodata.x' is made executable"},
+		{"\t.section\t\".evil\",\"awx\"\n", "the section '.evil' is made executable"},
+		{"\t.section\t.note.GNU-stack,\"x\",@progbits\n",
+		 "the section '.note.GNU-stack' is made executable"},
+		/* section(".text.x,\"awx\"\n#") on a function: code that can rewrite itself */
+		{"\t.section\t.text.x,\"awx\"\n#,\"ax\",@progbits\n",
+		 "the executable section '.text.x' is made writable"},
+		{"\t.section\t.evil,\"awx\"\n", "the executable section '.evil' is made writable"},
+		/* instructions in a data section */
+		{"\t.data\n\tnop\n", "the instruction 'nop' in the data section '.data'"},
+		/* directives GCC does not emit */
+		{"\t.macro m a b\n", "the directive '.macro'"},
+		{"\t.rept 2\n", "the directive '.rept'"},
+		{"\t.irp r,sys\n", "the directive '.irp'"},
+		{"\t.insn 0x0f05\n", "the directive '.insn'"},
+		{"\t.incbin \"/etc/shadow\"\n", "the directive '.incbin'"},
+		{"\t.include \"x.s\"\n", "the directive '.include'"},
+		{"\t.reloc .text, R_X86_64_64, 5\n", "the directive '.reloc'"},
+		{"\t.fill 2, 1, 0x0f\n", "the directive '.fill'"},
+		{"\t.org 0x10\n", "the directive '.org'"},
+		{"\t.pushsection .text\n", "the directive '.pushsection'"},
+		{"\t.previous\n", "the directive '.previous'"},
+		{"\t.code32\n", "the directive '.code32'"},
+		{"\t.intel_syntax noprefix\n", "the directive '.intel_syntax'"},
+		{"\t.equ x, 5\n", "the directive '.equ'"},
+		{"\t.text\n\t.set ., . + 16\n", "an assignment to the location counter"},
+		{"\t.set .,.+2\n", "an assignment to the location counter"},
+		{"\t.dc.a 0\n", "a malformed directive"},
+		{"\t.text 1\n", "a subsection number"},
+		/* text the assembler would read otherwise than the check */
+		{"\tnop # ;syscall\n", "a '#' outside a string"},
+		{"\t.byte '#;syscall\n", "a ''' outside a string"},
+		{"\tx = 5\n", "a '=' outside a string"},
+		{"\tnop \\\n", "a '\\' outside a string"},
+		{"\tnop /* x */\n", "a '/' outside a string"},
+		{"\t.string \"abc\n", "an unterminated string"},
+		{"\tnop\r\n", "a control character"},
+		{"  # indented comment\n", "a '#' outside a string"},
+		{"# comment; syscall\n", "a ';' in a comment line"},
+		{"\t.section \"abc\n", "an unterminated string"},
+		{"\t.section .x \"a\"\n", "text after a section name"},
+		{"\t.section .x,a\n", "section flags without quotes"},
+		{"\t{vex syscall\n", "an unclosed '{'"},
+		{"\t%rax\n", "neither a directive nor an instruction"},
+		{"1x:\tnop\n", "a malformed mnemonic"},
+		{"1:\tsyscall\n", "'syscall' enters"},
+	};
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		int n = hostasm(cases[i].text, NULL, buf, sizeof buf);
+		if (n < 1 || !strstr(buf, cases[i].want))
+			fail_msg("'%s': %d finding(s), expected '%s': %s", cases[i].text, n,
+				 cases[i].want, buf);
+	}
+	/* TLS padding is only GCC's exact form */
+	assert_int_equal(hostasm("\t.text\n\t.value\t0x6666\n\t.byte 0x66\n", NULL, buf, sizeof buf),
+			 0);
+	assert_int_equal(hostasm("\t.text\n\t.value\t0x6667\n", NULL, buf, sizeof buf), 1);
+}
+
+static void test_hostasm_file_scope(void **state)
+{
+	(void)state;
+	char buf[4096];
+	static const char source[] = "#include <cuda_agent/abi.h>\n"
+				     "// asm(\"nop\") in a comment\n"
+				     "extern int f(int) __asm__(\"g\");\n"
+				     "namespace a { namespace b {\n"
+				     "void h() { asm(\"nop\"); }\n"
+				     "__asm__(\".globl topsym\\n topsym: ret\");\n"
+				     "} }\n";
+
+	/* the candidate's file-scope asm comes before nvcc's fatbin in the same #APP block */
+	assert_int_equal(hostasm("\t.text\n#APP\n\t.globl topsym\n topsym: ret\n"
+				 "\t.section .nv_fatbin, \"a\"\n.align 8\nfatbinData:\n"
+				 ".quad 0x1,0x2\n.text\n\n#NO_APP\n",
+				 source, buf, sizeof buf),
+			 1);
+	assert_string_equal(buf, "kernels/k.cu:6: file-scope asm is not allowed in host code "
+				 "(inline assembly in host code is refused; inline PTX in "
+				 "__device__/__global__ functions is fine)\n");
+	/* without the source (or when a macro hides it): the unit alone */
+	assert_int_equal(hostasm("#APP\n\tnop\n#NO_APP\n", NULL, buf, sizeof buf), 1);
+	assert_non_null(strstr(buf, "kernels/k.cu: file-scope asm is not allowed"));
+	/* the fatbin block must be exactly nvcc's */
+	static const char *const not_fatbin[] = {
+		"#APP\n\t.section .nv_fatbin, \"ax\"\n.align 8\nfatbinData:\n.quad 0x1\n.text\n#NO_APP\n",
+		"#APP\n\t.section .nv_fatbin, \"a\"\n.align 8\nfatbinData:\n.quad 0x1\nnop\n.text\n"
+		"#NO_APP\n",
+		"#APP\n\t.section .nv_fatbin, \"a\"\n.align 8\nfatbinData:\n.quad sym\n.text\n#NO_APP\n",
+		"#APP\n\t.section .nv_fatbin, \"a\"\nfatbinData:\n.quad 0x1\n.text\n#NO_APP\n",
+		"#APP\n.text\n#NO_APP\n",
+	};
+	for (size_t i = 0; i < sizeof not_fatbin / sizeof not_fatbin[0]; i++)
+		if (hostasm(not_fatbin[i], NULL, buf, sizeof buf) < 1 ||
+		    !strstr(buf, "file-scope asm"))
+			fail_msg("not refused: %s", not_fatbin[i]);
+
+	/* where file-scope asm is, for messages */
+	assert_int_equal(rules_file_scope_asm_line(source, strlen(source)), 6);
+	static const struct {
+		const char *text;
+		unsigned line;
+	} where[] = {
+		{"asm(\"nop\");\n", 1},
+		{"#include <x.h>\nint a;\n__asm(\"nop\");\n", 3},
+		{"extern \"C\" {\nint a;\nasm(\"nop\");\n}\n", 3},
+		{"namespace {\nasm(\"nop\");\n}\n", 2},
+		{"void f() {\n  asm volatile(\"nop\");\n}\n", 0},
+		{"struct S {\n  void f() { asm(\"nop\"); }\n};\n", 0},
+		{"int g(int) asm(\"h\");\n", 0},
+		{"/* asm(\"nop\"); */ const char *s = \"asm(x);\";\n", 0},
+		{"#define A asm(\"nop\");\n", 0},
+		{"}}} asm(\"nop\");\n", 1},
+	};
+	for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
+		unsigned got = rules_file_scope_asm_line(where[i].text, strlen(where[i].text));
+		if (got != where[i].line)
+			fail_msg("'%s': line %u, expected %u", where[i].text, got, where[i].line);
+	}
+}
+
+static void test_hostasm_limits_and_files(void **state)
+{
+	(void)state;
+	char buf[8192], path[PATH_MAX];
+	struct rules_report r;
+	struct ca_diag d;
+	struct hostasm_unit u = {.shown = "kernels/k.cu", .kdir = KDIR, .label = "kernels"};
+
+	/* at most HOSTASM_MAX_FINDINGS lines, then a count */
+	char many[2048] = "";
+	for (int i = 0; i < 20; i++)
+		strncat(many, "\tsyscall\n", sizeof many - strlen(many) - 1);
+	assert_int_equal(hostasm(many, NULL, buf, sizeof buf), 20);
+	assert_non_null(strstr(buf, "kernels/k.cu: ... and 12 more host assembly findings\n"));
+
+	/* files: clean, refused, missing, a line over the limit */
+	write_file(tmpdir, "clean.s", gcc_output);
+	assert_int_equal(ca_path_join(path, sizeof path, tmpdir, "clean.s"), 0);
+	rules_report_init(&r, buf, sizeof buf);
+	assert_int_equal(hostasm_check_file(&u, path, &r, &d), 0);
+	assert_string_equal(buf, "");
+
+	write_file(tmpdir, "bad.s", "\t.text\n\tnop\n\tsyscall");
+	assert_int_equal(ca_path_join(path, sizeof path, tmpdir, "bad.s"), 0);
+	rules_report_init(&r, buf, sizeof buf);
+	assert_int_equal(hostasm_check_file(&u, path, &r, &d), CA_ERR_REJECTED);
+	assert_non_null(strstr(buf, "kernels/k.cu (host assembly line 3): the instruction "
+				    "'syscall'"));
+	assert_non_null(strstr(d.msg, "1 host assembly finding"));
+
+	assert_int_equal(ca_path_join(path, sizeof path, tmpdir, "missing.s"), 0);
+	rules_report_init(&r, buf, sizeof buf);
+	assert_int_equal(hostasm_check_file(&u, path, &r, &d), CA_ERR_NOTFOUND);
+
+	size_t big = HOSTASM_MAX_LINE + 16;
+	char *line = malloc(big + 1);
+	assert_non_null(line);
+	memset(line, 'a', big);
+	line[big] = '\0';
+	write_file(tmpdir, "long.s", line);
+	free(line);
+	assert_int_equal(ca_path_join(path, sizeof path, tmpdir, "long.s"), 0);
+	rules_report_init(&r, buf, sizeof buf);
+	assert_int_equal(hostasm_check_file(&u, path, &r, &d), CA_ERR_REJECTED);
+	assert_non_null(strstr(buf, "a line longer than"));
+
+	/* a large clean file, read in chunks: lines cross the chunk boundaries */
+	size_t reps = 2000, one = strlen(gcc_output);
+	char *large = malloc(reps * one + 1);
+	assert_non_null(large);
+	for (size_t i = 0; i < reps; i++)
+		memcpy(large + i * one, gcc_output, one);
+	large[reps * one] = '\0';
+	write_file(tmpdir, "large.s", large);
+	free(large);
+	assert_int_equal(ca_path_join(path, sizeof path, tmpdir, "large.s"), 0);
+	rules_report_init(&r, buf, sizeof buf);
+	assert_int_equal(hostasm_check_file(&u, path, &r, &d), 0);
+	assert_string_equal(buf, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -558,6 +977,12 @@ int main(void)
 		cmocka_unit_test(test_scan_calls),
 		cmocka_unit_test(test_check_sources),
 		cmocka_unit_test(test_list_tree),
+		cmocka_unit_test(test_hostasm_compiler_output),
+		cmocka_unit_test(test_hostasm_inline_asm),
+		cmocka_unit_test(test_hostasm_instructions),
+		cmocka_unit_test(test_hostasm_injection),
+		cmocka_unit_test(test_hostasm_file_scope),
+		cmocka_unit_test(test_hostasm_limits_and_files),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
