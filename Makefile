@@ -43,6 +43,7 @@ CUDA_INC  := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
 
 .PHONY: $(BUILD)/.gpu-ready
+.PHONY: wxprobe test-wxprobe
 .PHONY: all cli worker test test-report-render test-examples test-adversarial-build test-faults-build test-bench-build bench-l2 test-unit test-fuzz test-python test-integration test-gpu test-faults test-adversarial fuzz bench clean headers
 all: cli worker
 
@@ -106,10 +107,20 @@ $(BUILD)/tests/agent/%: tests/agent/%.c $(BUILD)/asan/libca.a | headers
 # The safetensors cross-check with Python runs when $(PYTHON) has torch and safetensors (the
 # venv of scripts/setup.sh); otherwise that one test is skipped and says so.
 TEST_PYTHON = $(shell $(PYTHON) -c 'import torch, safetensors' >/dev/null 2>&1 && echo $(PYTHON))
-test-unit: $(UNIT_BIN) cli
+test-unit: $(UNIT_BIN) cli wxprobe
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; \
 	  CA_TEST_NVCC="$(if $(HAVE_NVCC),$(NVCC),)" CA_BUILD="$(abspath $(BUILD))" CA_TEST_PYTHON="$(TEST_PYTHON)" \
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+# The W^X measurement probe (tests/sandbox/wxprobe.c): an LD_PRELOAD object that needs only libc,
+# so it builds on the GPU host too; tests/sandbox/wxprobe.sh runs a command under it and prints
+# what the sandbox's W^X layers would refuse. test-wxprobe checks it on this machine (no GPU).
+wxprobe: $(BUILD)/tests/sandbox/wxprobe.so
+$(BUILD)/tests/sandbox/wxprobe.so: tests/sandbox/wxprobe.c
+	@mkdir -p $(dir $@)
+	$(CC) -D_GNU_SOURCE $(CFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $< -ldl -lpthread
+test-wxprobe: wxprobe
+	CA_BUILD="$(abspath $(BUILD))" bash tests/sandbox/wxprobe_check.sh
 
 # libFuzzer targets: clang, each run briefly over its seed corpus in `make test`.
 FUZZ_CC ?= clang
@@ -160,7 +171,7 @@ test-bench-build:
 	  $(NVCC) -O3 -std=c++17 -arch=sm_90 -Werror all-warnings -o $(BUILD)/bench/l2state bench/l2state.cu && \
 	  echo "bench/l2state.cu compiles"; else echo "SKIP: no nvcc, bench/l2state.cu not compiled"; fi
 
-test: test-unit test-fuzz test-python test-integration test-report-render test-examples test-adversarial-build test-faults-build test-bench-build
+test: test-unit test-wxprobe test-fuzz test-python test-integration test-report-render test-examples test-adversarial-build test-faults-build test-bench-build
 
 # The GPU suite and the benchmarks use the binaries in $(BUILD); they do not rebuild, so that a
 # build made on a development machine can be carried to a GPU host without -dev packages.

@@ -1,5 +1,6 @@
-/* sandbox: namespaces, a fresh root, no_new_privs, capabilities, rlimits, cgroup v2 and seccomp
- * around one child program. See sandbox.h for the contract.
+/* sandbox: namespaces, a fresh root, no_new_privs, capabilities, rlimits, cgroup v2, seccomp and
+ * the W^X layers (seccomp_wx, mdwe, noexec, landlock: wx.c, landlock.c) around one child
+ * program. See sandbox.h for the contract.
  *
  * Shape. The supervisor (parent) prepares everything (mount plan, environment, seccomp BPF),
  * then starts the child with a raw clone() carrying the namespace flags, so the child is PID 1
@@ -8,6 +9,7 @@
  * child sets itself up and sends one record (its half of the report, or an error), then execs.
  * The child's end is close-on-exec, so EOF after a report means the exec succeeded. */
 #include "sandbox/sandbox.h"
+#include "sandbox/wx.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -87,14 +89,27 @@ static const char *const layer_names[SANDBOX_N_LAYERS] = {
 	[SANDBOX_RLIMITS] = "rlimits",
 	[SANDBOX_CGROUP] = "cgroup",
 	[SANDBOX_SECCOMP] = "seccomp",
+	[SANDBOX_SECCOMP_WX] = "seccomp_wx",
+	[SANDBOX_MDWE] = "mdwe",
+	[SANDBOX_NOEXEC] = "noexec",
+	[SANDBOX_LANDLOCK] = "landlock",
 };
 
 /* Layers a caller may switch off. */
-#define DISABLEABLE                                                      \
-	(SANDBOX_BIT(SANDBOX_USER_NS) | SANDBOX_BIT(SANDBOX_NET_NS) |    \
-	 SANDBOX_BIT(SANDBOX_IPC_NS) | SANDBOX_BIT(SANDBOX_UTS_NS) |     \
-	 SANDBOX_BIT(SANDBOX_CGROUP_NS) | SANDBOX_BIT(SANDBOX_RLIMITS) | \
-	 SANDBOX_BIT(SANDBOX_CGROUP) | SANDBOX_BIT(SANDBOX_SECCOMP))
+#define DISABLEABLE                                                           \
+	(SANDBOX_BIT(SANDBOX_USER_NS) | SANDBOX_BIT(SANDBOX_NET_NS) |         \
+	 SANDBOX_BIT(SANDBOX_IPC_NS) | SANDBOX_BIT(SANDBOX_UTS_NS) |          \
+	 SANDBOX_BIT(SANDBOX_CGROUP_NS) | SANDBOX_BIT(SANDBOX_RLIMITS) |      \
+	 SANDBOX_BIT(SANDBOX_CGROUP) | SANDBOX_BIT(SANDBOX_SECCOMP) |         \
+	 SANDBOX_BIT(SANDBOX_SECCOMP_WX) | SANDBOX_BIT(SANDBOX_MDWE) |        \
+	 SANDBOX_BIT(SANDBOX_NOEXEC) | SANDBOX_BIT(SANDBOX_LANDLOCK))
+/* Not applied with allow_processes (a shell), like a disabled layer */
+#define SHELL_OFF                                                        \
+	(SANDBOX_BIT(SANDBOX_SECCOMP_WX) | SANDBOX_BIT(SANDBOX_MDWE) |   \
+	 SANDBOX_BIT(SANDBOX_NOEXEC))
+#define SHELL_OFF_WHY                                                                        \
+	"not applied with allow_processes (a shell: JIT runtimes such as node and java need "  \
+	"W+X memory, and it runs programs it builds in its workspace and /tmp)"
 
 const char *sandbox_layer_name(enum sandbox_layer layer)
 {
@@ -123,6 +138,7 @@ enum { STAGE_SETUP = 1, STAGE_EXEC = 2 };
 struct child_msg {
 	int kind;
 	int stage;
+	bool seccomp_alt; /* the filter installed was filter_alt (MDWE could not be set) */
 	char text[768];
 	bool decided[SANDBOX_N_LAYERS];
 	struct sandbox_layer_state layer[SANDBOX_N_LAYERS];
@@ -150,6 +166,18 @@ struct plan {
 	struct sock_filter *filter;
 	unsigned short filter_len;
 	bool seccomp;
+	/* W^X (wx.c, landlock.c) */
+	bool wx_seccomp;                /* the filter holds the seccomp_wx rules */
+	bool wx_mprotect_exec;          /* ... and kills mprotect(PROT_EXEC) (MDWE not expected) */
+	struct sock_filter *filter_alt; /* the filter with that rule too, for a child whose
+					 * PR_SET_MDWE fails although the parent expected MDWE */
+	unsigned short filter_alt_len;
+	int rules, rules_alt, wx_rules, wx_rules_alt;
+	bool seccomp_alt;               /* the child installed filter_alt (from its record) */
+	bool mdwe, noexec, landlock;    /* attempt these layers */
+	struct sandbox_landlock_path *ll_inside, *ll_host; /* writable places, as seen with and
+							    * without the filesystem layer */
+	size_t n_ll;
 	bool cgroup_ns, uts;
 	/* per attempt */
 	bool mount_ns;
@@ -201,6 +229,9 @@ static void plan_free(struct plan *p)
 		free(p->owned[i]);
 	free(p->owned);
 	free(p->filter);
+	free(p->filter_alt);
+	free(p->ll_inside);
+	free(p->ll_host);
 	if (p->exec_path)
 		munmap(p->exec_path, p->exec_map_len);
 	free(p);
@@ -468,6 +499,43 @@ static int plan_binds(struct sandbox *sb, struct plan *p, const struct sandbox_o
 	return 0;
 }
 
+/* Where the program may write, for the landlock layer: /tmp, /dev/shm, files under /dev, and
+ * the caller's writable binds; as seen inside (the filesystem layer on) and on the host
+ * (without it: the binds' sources, the host's /tmp and /dev/shm). With GPU nodes bound, also
+ * files under /proc: the CUDA driver names its threads by writing /proc/self/task/<tid>/comm
+ * and fails (cudaErrorOperatingSystem) when it cannot, and Landlock rules, which are per
+ * directory or file, cannot allow that file of threads yet to come without /proc/self/mem
+ * (measured on the H200 host). Call after plan_binds and plan_system. */
+static int plan_landlock(struct plan *p)
+{
+	static const struct sandbox_landlock_path fixed[] = {
+		{"/tmp", false}, {"/dev/shm", false}, {"/dev", true}, {"/proc", true}};
+	size_t n_fixed = sizeof fixed / sizeof fixed[0] - 1, n;
+	for (size_t i = 0; i < p->n_mnts; i++)
+		if (p->mnts[i].kind == MK_BIND && p->mnts[i].device &&
+		    strncmp(p->mnts[i].dst, "/dev/nvidia", 11) == 0)
+			n_fixed = sizeof fixed / sizeof fixed[0]; /* a GPU node: /proc too */
+	n = n_fixed;
+	p->ll_inside = calloc(p->n_mnts + n_fixed, sizeof *p->ll_inside);
+	p->ll_host = calloc(p->n_mnts + n_fixed, sizeof *p->ll_host);
+	if (!p->ll_inside || !p->ll_host)
+		return CA_ERR_NOMEM;
+	memcpy(p->ll_inside, fixed, n_fixed * sizeof fixed[0]);
+	memcpy(p->ll_host, fixed, n_fixed * sizeof fixed[0]);
+	for (size_t i = 0; i < p->n_mnts; i++) {
+		const struct mnt *m = &p->mnts[i];
+		/* the caller's writable binds; the scratch directories are /tmp and /dev/shm */
+		if (m->kind != MK_BIND || !m->writable || !m->check ||
+		    strcmp(m->dst, "/tmp") == 0 || strcmp(m->dst, "/dev/shm") == 0)
+			continue;
+		p->ll_inside[n] = (struct sandbox_landlock_path){m->dst, false};
+		p->ll_host[n] = (struct sandbox_landlock_path){m->src, false};
+		n++;
+	}
+	p->n_ll = n;
+	return 0;
+}
+
 static bool env_has(char *const *env, size_t n, const char *key)
 {
 	size_t k = strlen(key);
@@ -638,12 +706,14 @@ static void child_bind(struct plan *p, struct mnt *m)
 	if (m->device)
 		attrs = CA_MOUNT_ATTR_RDONLY | CA_MOUNT_ATTR_NOSUID | CA_MOUNT_ATTR_NOEXEC;
 	else if (m->writable)
-		attrs = CA_MOUNT_ATTR_NOSUID | CA_MOUNT_ATTR_NODEV;
+		attrs = CA_MOUNT_ATTR_NOSUID | CA_MOUNT_ATTR_NODEV |
+			(p->noexec ? CA_MOUNT_ATTR_NOEXEC : 0u);
 	else
 		attrs = CA_MOUNT_ATTR_RDONLY | CA_MOUNT_ATTR_NOSUID | CA_MOUNT_ATTR_NODEV;
 	if (set_mount_attrs(m->dst, attrs) != 0)
 		child_fail(p, STAGE_SETUP, "make %s %s: %s", m->dst,
-			   m->writable ? "nosuid" : "read-only", cerr(errno));
+			   m->writable ? (p->noexec ? "nosuid and noexec" : "nosuid") : "read-only",
+			   cerr(errno));
 	close(m->fd);
 	m->fd = -1;
 }
@@ -666,7 +736,8 @@ static void child_open_sources(struct plan *p)
 static void child_filesystem(struct plan *p)
 {
 	char sys_how[64] = "fresh";
-	size_t binds = 0;
+	size_t binds = 0, noexec_binds = 0;
+	const unsigned long tmpfs_flags = MS_NOSUID | MS_NODEV | (p->noexec ? MS_NOEXEC : 0ul);
 
 	if (mount("tmpfs", STAGE_DIR, "tmpfs", MS_NOSUID | MS_NODEV, p->root_opts) != 0)
 		child_fail(p, STAGE_SETUP, "mount a tmpfs for the new root on " STAGE_DIR ": %s",
@@ -688,6 +759,8 @@ static void child_filesystem(struct plan *p)
 		case MK_BIND:
 			if (m->fd >= 0)
 				binds++;
+			if (m->fd >= 0 && m->writable && p->noexec && m->check)
+				noexec_binds++; /* the caller's (scratch directories included) */
 			child_bind(p, m);
 			break;
 		case MK_SYMLINK:
@@ -698,7 +771,7 @@ static void child_filesystem(struct plan *p)
 		case MK_TMPFS:
 			if (mkdirs_in(m->dst, true) != 0)
 				child_fail(p, STAGE_SETUP, "create %s: %s", m->dst, cerr(errno));
-			if (mount("tmpfs", m->dst, "tmpfs", MS_NOSUID | MS_NODEV, m->src) != 0)
+			if (mount("tmpfs", m->dst, "tmpfs", tmpfs_flags, m->src) != 0)
 				child_fail(p, STAGE_SETUP, "mount a tmpfs on %s: %s", m->dst,
 					   cerr(errno));
 			break;
@@ -743,6 +816,14 @@ static void child_filesystem(struct plan *p)
 		    "fresh read-only root, %zu binds, /proc fresh, /sys %s, /tmp %s%s%s", binds,
 		    sys_how, p->tmp_dir ? "scratch dir" : "tmpfs of ", p->tmp_dir ? "" : tmp,
 		    p->shm_dir ? ", /dev/shm scratch dir" : "");
+	if (p->noexec) {
+		/* writable binds other than the scratch directories at /tmp and /dev/shm */
+		size_t others = noexec_binds - (p->tmp_dir ? 1 : 0) - (p->shm_dir ? 1 : 0);
+		child_layer(p, SANDBOX_NOEXEC, true,
+			    "noexec on /tmp, /dev/shm and %zu writable bind%s: no file written "
+			    "there can be mapped executable or run",
+			    others, others == 1 ? "" : "s");
+	}
 }
 
 static void child_caps(struct plan *p)
@@ -862,6 +943,26 @@ static void child_check_binds(struct plan *p)
 	}
 }
 
+/* Landlock (after the mounts and no_new_privs: it needs the final paths) and MDWE (inherited by
+ * the exec'ed program); picks the seccomp filter that matches: without MDWE, the one that also
+ * kills mprotect(PROT_EXEC). */
+static void child_wx(struct plan *p)
+{
+	char detail[SANDBOX_DETAIL_MAX];
+	int rc;
+	if (p->landlock) {
+		const struct sandbox_landlock_path *ll = p->mount_ns ? p->ll_inside : p->ll_host;
+		rc = sandbox_landlock_apply(ll, p->n_ll, detail, sizeof detail);
+		child_layer(p, SANDBOX_LANDLOCK, rc == 0, "%s", detail);
+	}
+	if (p->mdwe) {
+		rc = sandbox_mdwe_apply(detail, sizeof detail);
+		child_layer(p, SANDBOX_MDWE, rc == 0, "%s", detail);
+		if (rc != 0 && p->filter_alt)
+			p->msg.seccomp_alt = true;
+	}
+}
+
 static _Noreturn void child_main(struct plan *p)
 {
 	char go;
@@ -942,6 +1043,9 @@ static _Noreturn void child_main(struct plan *p)
 	else
 		child_layer(p, SANDBOX_FILESYSTEM, false,
 			    "needs a mount namespace: the program sees the host's files");
+	if (!p->mount_ns && p->noexec)
+		child_layer(p, SANDBOX_NOEXEC, false,
+			    "needs the filesystem layer: the program writes to the host's mounts");
 	if (chdir(p->cwd) != 0)
 		child_fail(p, STAGE_SETUP, "enter the working directory %s: %s", p->cwd,
 			   cerr(errno));
@@ -953,9 +1057,14 @@ static _Noreturn void child_main(struct plan *p)
 	child_rlimits(p);
 	if (p->mount_ns)
 		child_check_binds(p);
+	child_wx(p);
 	/* Last: the filter. Only send() and execve() follow, both allowed. */
 	if (p->seccomp) {
 		struct sock_fprog prog = {.len = p->filter_len, .filter = p->filter};
+		if (p->msg.seccomp_alt) {
+			prog.len = p->filter_alt_len;
+			prog.filter = p->filter_alt;
+		}
 		if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0)
 			child_layer(p, SANDBOX_SECCOMP, true, "on");
 		else
@@ -1254,6 +1363,7 @@ static enum attempt_rc attempt(struct sandbox *sb, struct plan *p, unsigned long
 			continue;
 		if (msg->kind == MSG_REPORT) {
 			got_report = true;
+			p->seccomp_alt = msg->seccomp_alt;
 			for (int l = 0; l < SANDBOX_N_LAYERS; l++)
 				if (msg->decided[l])
 					sb->report.layer[l] = msg->layer[l];
@@ -1371,6 +1481,65 @@ static int start_child(struct sandbox *sb, struct plan *p, unsigned long ns_all,
 		       ca_printable(shown, p->argv[0], sizeof shown), why);
 }
 
+/* The seccomp_wx layer after the child's record: on with the filter, saying what it kills. */
+static void report_seccomp_wx(struct sandbox_report *rep, const struct plan *p)
+{
+	if (!p->wx_seccomp)
+		return; /* disabled, or its rules could not be built: already said */
+	if (!rep->layer[SANDBOX_SECCOMP].on) {
+		set_layer(rep, SANDBOX_SECCOMP_WX, false, "no seccomp filter: %s",
+			  rep->layer[SANDBOX_SECCOMP].detail);
+		return;
+	}
+	set_layer(rep, SANDBOX_SECCOMP_WX, true,
+		  "on (%d rules): kills W+X mmap/mprotect/pkey_mprotect, shmat(SHM_EXEC), "
+		  "memfd_create, memfd_secret, mremap aliasing, remap_file_pages, personality "
+		  "changes%s",
+		  p->seccomp_alt ? p->wx_rules_alt : p->wx_rules,
+		  p->seccomp_alt || p->wx_mprotect_exec ? "; any mprotect(PROT_EXEC) (no MDWE)"
+							 : "");
+}
+
+/* The seccomp filter (and, when MDWE is expected, filter_alt: the same plus the rule that kills
+ * mprotect(PROT_EXEC), for a child whose PR_SET_MDWE fails). A filter libseccomp cannot build
+ * turns the layer off, reported in rep (without the seccomp_wx rules first, then entirely);
+ * only running out of memory is an error. */
+static int plan_seccomp(struct plan *p, const struct sandbox_opts *o, struct sandbox_report *rep,
+			struct ca_diag *d)
+{
+	struct sandbox_seccomp_spec spec = {.exec_path = (uint64_t)(uintptr_t)p->exec_path,
+					    .allow_processes = o->allow_processes,
+					    .wx = p->wx_seccomp};
+	/* without MDWE (disabled, or Linux < 6.3) the filter kills mprotect(PROT_EXEC) itself */
+	spec.wx_mprotect_exec = !(p->mdwe && sandbox_mdwe_supported());
+	struct ca_diag sd = {{0}};
+	int rc = sandbox_seccomp_build_spec(&spec, &p->filter, &p->filter_len, &p->rules,
+					    &p->wx_rules, &sd);
+	if (rc != 0 && rc != CA_ERR_NOMEM && spec.wx) {
+		set_layer(rep, SANDBOX_SECCOMP_WX, false, "%s", sd.msg);
+		p->wx_seccomp = spec.wx = false;
+		rc = sandbox_seccomp_build_spec(&spec, &p->filter, &p->filter_len, &p->rules,
+						&p->wx_rules, &sd);
+	}
+	if (rc == CA_ERR_NOMEM)
+		return ca_fail(d, rc, "sandbox: %s", sd.msg);
+	if (rc != 0) {
+		set_layer(rep, SANDBOX_SECCOMP, false, "%s", sd.msg);
+		return 0;
+	}
+	p->seccomp = true;
+	p->wx_mprotect_exec = spec.wx && spec.wx_mprotect_exec;
+	if (spec.wx && !spec.wx_mprotect_exec) {
+		spec.wx_mprotect_exec = true;
+		rc = sandbox_seccomp_build_spec(&spec, &p->filter_alt, &p->filter_alt_len,
+						&p->rules_alt, &p->wx_rules_alt, &sd);
+		if (rc == CA_ERR_NOMEM)
+			return ca_fail(d, rc, "sandbox: %s", sd.msg);
+		/* else without it, a child whose PR_SET_MDWE fails keeps the first filter */
+	}
+	return 0;
+}
+
 int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sandbox_opts *opts,
 		  const char *stderr_path, struct ca_diag *d)
 {
@@ -1393,6 +1562,17 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 			set_layer(rep, (enum sandbox_layer)l, false, "disabled by the caller");
 		else
 			set_layer(rep, (enum sandbox_layer)l, false, "not attempted");
+	/* Layers that go with another choice count as disabled by the caller (strict ignores
+	 * them): the W^X layers a shell does without, and seccomp_wx without seccomp. */
+	for (int l = 0; l < SANDBOX_N_LAYERS; l++)
+		if (o->allow_processes && (SHELL_OFF & SANDBOX_BIT(l)) && !(dis & SANDBOX_BIT(l))) {
+			dis |= SANDBOX_BIT(l);
+			set_layer(rep, (enum sandbox_layer)l, false, SHELL_OFF_WHY);
+		}
+	if ((dis & SANDBOX_BIT(SANDBOX_SECCOMP)) && !(dis & SANDBOX_BIT(SANDBOX_SECCOMP_WX))) {
+		dis |= SANDBOX_BIT(SANDBOX_SECCOMP_WX);
+		set_layer(rep, SANDBOX_SECCOMP_WX, false, "disabled with the seccomp layer");
+	}
 	if (!argv || !argv[0] || argv[0][0] != '/')
 		return ca_fail(d, CA_ERR_INVALID,
 			       "sandbox: the program must be an absolute path: %s",
@@ -1420,6 +1600,10 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	p->tmp_dir = o->tmp_dir;
 	p->shm_dir = o->shm_dir;
 	p->no_gpu = o->no_gpu;
+	p->wx_seccomp = !(dis & SANDBOX_BIT(SANDBOX_SECCOMP_WX));
+	p->mdwe = !(dis & SANDBOX_BIT(SANDBOX_MDWE));
+	p->noexec = !(dis & SANDBOX_BIT(SANDBOX_NOEXEC));
+	p->landlock = !(dis & SANDBOX_BIT(SANDBOX_LANDLOCK));
 	p->in_fd = p->out_fd = p->err_fd = p->sock = -1;
 	if (o->n_pass_fds > SANDBOX_MAX_PASS_FDS) {
 		rc = ca_fail(d, CA_ERR_LIMIT, "sandbox: at most %d passed descriptors",
@@ -1446,22 +1630,20 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	}
 	if ((rc = plan_binds(sb, p, o, root, d)) != 0 || (rc = plan_env(p, o, d)) != 0)
 		goto fail;
+	if (p->landlock && (rc = plan_landlock(p)) != 0) {
+		rc = ca_fail(d, rc, "sandbox: out of memory");
+		goto fail;
+	}
 	if (!(dis & SANDBOX_BIT(SANDBOX_SECCOMP))) {
-		struct ca_diag sd = {{0}};
-		int rules = 0;
 		/* with allow_processes execve is not pinned: the child execs argv[0] itself */
 		if (!o->allow_processes && map_exec_path(p, argv[0]) != 0) {
 			rc = ca_fail(d, CA_ERR_NOMEM, "sandbox: mmap: %s", strerror(errno));
 			goto fail;
 		}
-		if (sandbox_seccomp_build_opts((uint64_t)(uintptr_t)p->exec_path,
-					       o->allow_processes, &p->filter, &p->filter_len,
-					       &rules, &sd) == 0) {
-			p->seccomp = true;
-			rep->seccomp_rules = rules;
-		} else {
-			set_layer(rep, SANDBOX_SECCOMP, false, "%s", sd.msg);
-		}
+		if ((rc = plan_seccomp(p, o, rep, d)) != 0)
+			goto fail;
+		if (p->seccomp)
+			rep->seccomp_rules = p->rules;
 	}
 
 	if (stderr_path) {
@@ -1486,8 +1668,11 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	double timeout = o->setup_timeout_s > 0 ? o->setup_timeout_s : 30.0;
 	if ((rc = start_child(sb, p, ns_all, dis, root, timeout, &pid, d)) != 0)
 		goto fail;
-	if (p->seccomp && rep->layer[SANDBOX_SECCOMP].on)
+	if (p->seccomp && rep->layer[SANDBOX_SECCOMP].on) {
+		rep->seccomp_rules = p->seccomp_alt ? p->rules_alt : p->rules;
 		set_layer(rep, SANDBOX_SECCOMP, true, "on (%d rules)", rep->seccomp_rules);
+	}
+	report_seccomp_wx(rep, p);
 	/* The scratch directories are what the program saw as /tmp and /dev/shm only with the
 	 * filesystem layer; without it, it saw the host's. */
 	if (rep->layer[SANDBOX_FILESYSTEM].on) {

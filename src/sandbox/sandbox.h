@@ -26,6 +26,45 @@
  *                sandbox's own exec of argv[0] (process creation and exec are allowed with
  *                opts->allow_processes, for a shell), other ABIs; clone3() fails with ENOSYS so that
  *                libc falls back to clone(). Installed last, right before execve.
+ *   seccomp_wx   W^X rules in the same filter (wx.c; off with allow_processes): killed are mmap,
+ *                mprotect and pkey_mprotect whose prot has both PROT_WRITE and PROT_EXEC, shmat
+ *                with SHM_EXEC, memfd_create and memfd_secret (a memfd is a file no mount option
+ *                covers: written through one mapping, mapped PROT_EXEC through another),
+ *                mremap(old_size 0) and mremap(MREMAP_DONTUNMAP) (both alias a shared mapping:
+ *                one view RX, the other made RW), remap_file_pages, and personality() asking
+ *                for READ_IMPLIES_EXEC; where MDWE is not on, also every mprotect/pkey_mprotect
+ *                with PROT_EXEC (the RX -> RW -> RX patching dance; with MDWE the kernel refuses
+ *                its last step itself, softly, knowing the mapping's previous protection).
+ *   mdwe         prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN) (Linux 6.3+; off with
+ *                allow_processes), inherited across execve: the kernel refuses (EACCES) any
+ *                mapping that is writable and executable and any mapping that gains PROT_EXEC.
+ *   noexec       noexec on every writable mount the sandbox makes: /tmp and /dev/shm (the
+ *                scratch directories or the private tmpfs) and every writable bind, so that no
+ *                file the program writes can be mapped PROT_EXEC (EPERM) or executed (needs the
+ *                filesystem layer; off with allow_processes).
+ *   landlock     a Landlock ruleset (ABI >= 1) handling every write access right: writes only
+ *                under /tmp, /dev/shm and the writable binds, and to files under /dev (the GPU
+ *                nodes, /dev/null), plus the files stdin/stdout/stderr already are; everything
+ *                else is EACCES: without GPU nodes (opts->no_gpu, or none on the host) that
+ *                includes /proc/self/mem and /proc/<pid>/task/<tid>/mem (a write there bypasses
+ *                page protections). With GPU nodes bound, files under /proc stay writable: the
+ *                CUDA driver writes /proc/self/task/<tid>/comm for each thread it makes and
+ *                fails (cudaErrorOperatingSystem) when it cannot, and a Landlock rule cannot
+ *                allow that file without /proc/self/mem (the detail says so). Applied after the
+ *                mounts, before seccomp. Also with allow_processes.
+ *
+ * W^X. The four layers above make run-time code injection and self-modifying code fail: no
+ * page is ever writable and executable, no page that was writable becomes executable, nothing
+ * the program wrote (a file, a memfd, shared memory) can be mapped executable, and, without
+ * GPU nodes, the kernel's own write path into code (/proc/self/mem) is closed. Each layer is
+ * reported on its own and
+ * can be disabled on its own (tests); docs/security.md ("W^X") lists, per attack route, the
+ * layer that stops it and what remains: a program with the GPU can still write code through
+ * /proc/self/mem (see landlock), map its own library's (already executable) code over another
+ * library's with mmap(MAP_FIXED), and redirect calls through data (a GOT made writable with
+ * mprotect(PROT_READ|PROT_WRITE), function pointers). With
+ * allow_processes (a shell) only landlock applies: JIT runtimes (node, java) need W+X memory
+ * and a shell runs programs it builds in its workspace and /tmp; nothing there is timed.
  *
  * A layer this machine cannot provide (no user namespaces, no cgroup v2, ...) is reported off
  * with a one-line reason and the program runs without it, unless opts->strict asks to fail
@@ -101,6 +140,10 @@ enum sandbox_layer {
 	SANDBOX_RLIMITS,
 	SANDBOX_CGROUP,
 	SANDBOX_SECCOMP,
+	SANDBOX_SECCOMP_WX,
+	SANDBOX_MDWE,
+	SANDBOX_NOEXEC,
+	SANDBOX_LANDLOCK,
 	SANDBOX_N_LAYERS
 };
 
@@ -141,15 +184,18 @@ struct sandbox_opts {
 	unsigned uid, gid;       /* ids the program runs as when the caller is root; 0: 65534 */
 	unsigned disable;        /* SANDBOX_BIT()s of layers not to attempt (tests, debugging):
 				  * user_ns, net_ns, ipc_ns, uts_ns, cgroup_ns, rlimits, cgroup,
-				  * seccomp; the others are always attempted */
+				  * seccomp (and with it seccomp_wx), seccomp_wx, mdwe, noexec,
+				  * landlock; the others are always attempted */
 	bool strict;             /* fail (CA_ERR_UNSUPPORTED) if an attempted layer is off */
 	/* No GPU: the /dev/nvidia* nodes (and /dev/nvidia-caps) are not bound, so nothing inside
 	 * can open the driver (the agent's bash tool, src/agent/tools.h). Default false: bound. */
 	bool no_gpu;
 	/* A shell: the seccomp filter (otherwise unchanged) lets process creation through: fork,
 	 * vfork, clone() without CLONE_THREAD, execve of any path and execveat. clone() with a
-	 * CLONE_NEW* flag, clone3 (ENOSYS) and everything else stay as described above. Default
-	 * false: one program, threads only, no exec after the sandbox's own. */
+	 * CLONE_NEW* flag, clone3 (ENOSYS) and everything else stay as described above. The W^X
+	 * layers seccomp_wx, mdwe and noexec are not applied (reported off with the reason, and,
+	 * like a disabled layer, not counted by strict); landlock is. Default false: one program,
+	 * threads only, no exec after the sandbox's own. */
 	bool allow_processes;
 	double setup_timeout_s;  /* limit on the sandbox setup before execve; 0: 30 s */
 	/* Descriptors the program gets as 3, 4, ... (shared memory handed over by the bridge:
@@ -235,7 +281,7 @@ int sandbox_scratch_list(const char *host_dir, const char *inside, const char *m
  * while the filter was on: a forbidden system call). */
 bool sandbox_killed_by_seccomp(const struct sandbox *sb, const struct ca_run_result *r);
 
-/* "user_ns", "mount_ns", ..., "seccomp". */
+/* "user_ns", "mount_ns", ..., "seccomp", "seccomp_wx", "mdwe", "noexec", "landlock". */
 const char *sandbox_layer_name(enum sandbox_layer layer);
 
 /* The result's "isolation" object:
@@ -259,5 +305,20 @@ int sandbox_seccomp_build(uint64_t exec_path, struct sock_filter **filter, unsig
 int sandbox_seccomp_build_opts(uint64_t exec_path, bool allow_processes,
 			       struct sock_filter **filter, unsigned short *len, int *rules,
 			       struct ca_diag *d);
+
+/* What sandbox_seccomp_build_spec() puts in the filter. */
+struct sandbox_seccomp_spec {
+	uint64_t exec_path;    /* as sandbox_seccomp_build() */
+	bool allow_processes;  /* as sandbox_seccomp_build_opts() */
+	bool wx;               /* the seccomp_wx rules (see "seccomp_wx" above) */
+	bool wx_mprotect_exec; /* with wx: also kill every mprotect/pkey_mprotect with PROT_EXEC
+				* (for a program without MDWE) */
+};
+
+/* The filter of `spec`; *rules counts every rule, *wx_rules (may be NULL) the seccomp_wx ones
+ * among them. sandbox_seccomp_build_opts(e, a, ...) is this with {e, a, false, false}. */
+int sandbox_seccomp_build_spec(const struct sandbox_seccomp_spec *spec,
+			       struct sock_filter **filter, unsigned short *len, int *rules,
+			       int *wx_rules, struct ca_diag *d);
 
 #endif

@@ -13,8 +13,11 @@
  *     spawn; the program, after exec, neither has that page nor can read the filter to learn
  *     where it was). A program that guesses wrong is killed on its first try.
  * With allow_processes (a shell: the agent's bash tool) fork, vfork, execveat, clone() without
- * CLONE_THREAD and execve are not killed; the rest is the same. */
+ * CLONE_THREAD and execve are not killed; the rest is the same.
+ * With spec->wx, the seccomp_wx rules of wx.c are added (W^X: mappings both writable and
+ * executable, aliasing routes, memfd; sandbox.h). */
 #include "sandbox/sandbox.h"
+#include "sandbox/wx.h"
 
 #include <errno.h>
 #include <linux/filter.h>
@@ -75,7 +78,19 @@ int sandbox_seccomp_build_opts(uint64_t exec_path, bool allow_processes,
 			       struct sock_filter **filter, unsigned short *len, int *rules,
 			       struct ca_diag *d)
 {
+	struct sandbox_seccomp_spec spec = {.exec_path = exec_path,
+					    .allow_processes = allow_processes};
+	return sandbox_seccomp_build_spec(&spec, filter, len, rules, NULL, d);
+}
+
+int sandbox_seccomp_build_spec(const struct sandbox_seccomp_spec *spec,
+			       struct sock_filter **filter, unsigned short *len, int *rules,
+			       int *wx_rules, struct ca_diag *d)
+{
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	const uint64_t exec_path = spec->exec_path;
+	const bool allow_processes = spec->allow_processes;
+	int n_wx = 0;
 	const uint32_t kill = SCMP_ACT_KILL_PROCESS;
 	int n = 0, rc = 0, fd = -1, e;
 	struct stat st;
@@ -84,6 +99,8 @@ int sandbox_seccomp_build_opts(uint64_t exec_path, bool allow_processes,
 	*filter = NULL;
 	*len = 0;
 	*rules = 0;
+	if (wx_rules)
+		*wx_rules = 0;
 	if (!ctx)
 		return ca_fail(d, CA_ERR_NOMEM, "seccomp_init failed");
 	if (allow_processes && exec_path) {
@@ -170,6 +187,11 @@ int sandbox_seccomp_build_opts(uint64_t exec_path, bool allow_processes,
 		goto out;
 	}
 	n++;
+	if (spec->wx) {
+		if ((rc = sandbox_wx_seccomp_rules(ctx, spec->wx_mprotect_exec, &n_wx, d)) != 0)
+			goto out;
+		n += n_wx;
+	}
 
 	fd = memfd_create("ca-seccomp", MFD_CLOEXEC);
 	if (fd < 0) {
@@ -199,6 +221,8 @@ int sandbox_seccomp_build_opts(uint64_t exec_path, bool allow_processes,
 	*filter = (struct sock_filter *)(void *)buf;
 	*len = (unsigned short)((size_t)st.st_size / sizeof(struct sock_filter));
 	*rules = n;
+	if (wx_rules)
+		*wx_rules = n_wx;
 	buf = NULL;
 out:
 	free(buf);

@@ -180,7 +180,123 @@ static const char helper_src[] =
 	"}\n";
 /* clang-format on */
 
+/* clang-format off */
+/* The W^X helper: attacks that write machine code (x86-64 `mov $42, %eax; ret`) somewhere and run
+ * it, each printing "<name> executed 42" when it worked or "<name> <step> <ERRNO>" when refused,
+ * and honest programs (dlopen, threads churning malloc arenas, thread stacks). wx_target
+ * (`mov $7, %eax; ret`) sits alone on a page of the text segment, for the patching attacks. */
+static const char wx_helper_src[] =
+	"#define _GNU_SOURCE\n"
+	"#include <dlfcn.h>\n"
+	"#include <errno.h>\n"
+	"#include <fcntl.h>\n"
+	"#include <pthread.h>\n"
+	"#include <stdint.h>\n"
+	"#include <stdio.h>\n"
+	"#include <stdlib.h>\n"
+	"#include <string.h>\n"
+	"#include <sys/mman.h>\n"
+	"#include <sys/personality.h>\n"
+	"#include <sys/shm.h>\n"
+	"#include <unistd.h>\n"
+	"/* wx_target: `mov $7, %eax; ret`, alone on its page of the text segment */\n"
+	"__asm__(\".pushsection .text.wxpage,\\\"ax\\\",@progbits\\n.balign 4096\\n.globl wx_target\\n\"\n"
+	"        \".type wx_target,@function\\nwx_target: mov $7, %eax\\nret\\n.balign 4096\\n.popsection\\n\");\n"
+	"int wx_target(void);\n"
+	"static int (*volatile target)(void) = wx_target;\n"
+	"static const unsigned char code42[] = {0xb8, 0x2a, 0x00, 0x00, 0x00, 0xc3}; /* mov $42,%eax; ret */\n"
+	"static const char *en(int e) { const char *n = strerrorname_np(e); return n ? n : \"?\"; }\n"
+	"static int call(void *p) { return ((int (*)(void))p)(); }\n"
+	"static void *churn(void *a) {\n"
+	"  void *keep[64] = {0};\n"
+	"  for (unsigned i = 0; i < 4000; i++) { unsigned k = i % 64; free(keep[k]);\n"
+	"    keep[k] = malloc(512 + (i * 7919u) % 200000u); if (keep[k]) memset(keep[k], 1, 64); }\n"
+	"  for (unsigned k = 0; k < 64; k++) free(keep[k]);\n"
+	"  return a;\n"
+	"}\n"
+	"static void *nop(void *a) { volatile char buf[65536]; buf[0] = 1; buf[65535] = buf[0]; return a; }\n"
+	"int main(int argc, char **argv) {\n"
+	"  setvbuf(stdout, NULL, _IONBF, 0);\n"
+	"  long pg = sysconf(_SC_PAGESIZE);\n"
+	"  for (int i = 1; i < argc; i++) {\n"
+	"    const char *c = argv[i];\n"
+	"    if (!strcmp(c, \"selfcode\")) {\n"
+	"      printf(\"selfcode %d\\n\", target());\n"
+	"    } else if (!strcmp(c, \"rwx\")) {\n"
+	"      void *p = mmap(0, (size_t)pg, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);\n"
+	"      if (p == MAP_FAILED) { printf(\"rwx mmap %s\\n\", en(errno)); continue; }\n"
+	"      memcpy(p, code42, sizeof code42); printf(\"rwx executed %d\\n\", call(p));\n"
+	"    } else if (!strcmp(c, \"patch\") || !strcmp(c, \"patchrwx\")) {\n"
+	"      void *p = (void *)(uintptr_t)wx_target; int rwx = !strcmp(c, \"patchrwx\");\n"
+	"      if (mprotect(p, (size_t)pg, PROT_READ | PROT_WRITE | (rwx ? PROT_EXEC : 0))) { printf(\"%s rw %s\\n\", c, en(errno)); continue; }\n"
+	"      memcpy(p, code42, sizeof code42);\n"
+	"      if (!rwx && mprotect(p, (size_t)pg, PROT_READ | PROT_EXEC)) { printf(\"%s rx %s\\n\", c, en(errno)); continue; }\n"
+	"      printf(\"%s executed %d\\n\", c, target());\n"
+	"    } else if (!strcmp(c, \"memfd\")) {\n"
+	"      int fd = memfd_create(\"wx\", MFD_CLOEXEC);\n"
+	"      if (fd < 0) { printf(\"memfd create %s\\n\", en(errno)); continue; }\n"
+	"      if (write(fd, code42, sizeof code42) != (ssize_t)sizeof code42 || ftruncate(fd, pg)) { printf(\"memfd write %s\\n\", en(errno)); continue; }\n"
+	"      void *p = mmap(0, (size_t)pg, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);\n"
+	"      if (p == MAP_FAILED) { printf(\"memfd mmap %s\\n\", en(errno)); continue; }\n"
+	"      printf(\"memfd executed %d\\n\", call(p));\n"
+	"    } else if (!strcmp(c, \"fileexec\")) {\n"
+	"      const char *path = argv[++i];\n"
+	"      int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);\n"
+	"      if (fd < 0) { printf(\"fileexec %s open %s\\n\", path, en(errno)); continue; }\n"
+	"      if (write(fd, code42, sizeof code42) != (ssize_t)sizeof code42 || ftruncate(fd, pg)) { printf(\"fileexec %s write %s\\n\", path, en(errno)); continue; }\n"
+	"      void *p = mmap(0, (size_t)pg, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);\n"
+	"      int e = errno; close(fd); unlink(path);\n"
+	"      if (p == MAP_FAILED) { printf(\"fileexec %s mmap %s\\n\", path, en(e)); continue; }\n"
+	"      printf(\"fileexec %s executed %d\\n\", path, call(p));\n"
+	"    } else if (!strcmp(c, \"procmem\")) {\n"
+	"      int fd = open(\"/proc/self/mem\", O_RDWR | O_CLOEXEC);\n"
+	"      if (fd < 0) { printf(\"procmem open %s\\n\", en(errno)); continue; }\n"
+	"      if (pwrite(fd, code42, sizeof code42, (off_t)(uintptr_t)wx_target) != (ssize_t)sizeof code42) { printf(\"procmem write %s\\n\", en(errno)); continue; }\n"
+	"      printf(\"procmem executed %d\\n\", target());\n"
+	"    } else if (!strcmp(c, \"shmexec\")) {\n"
+	"      int id = shmget(IPC_PRIVATE, (size_t)pg, IPC_CREAT | 0700);\n"
+	"      if (id < 0) { printf(\"shmexec shmget %s\\n\", en(errno)); continue; }\n"
+	"      void *w = shmat(id, 0, 0), *x = shmat(id, 0, SHM_EXEC | SHM_RDONLY); int e = errno;\n"
+	"      shmctl(id, IPC_RMID, 0);\n"
+	"      if (w == (void *)-1 || x == (void *)-1) { printf(\"shmexec shmat %s\\n\", en(e)); continue; }\n"
+	"      memcpy(w, code42, sizeof code42); printf(\"shmexec executed %d\\n\", call(x));\n"
+	"    } else if (!strcmp(c, \"mremapdup\")) {\n"
+	"      void *x = mmap(0, (size_t)pg, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_ANONYMOUS, -1, 0);\n"
+	"      if (x == MAP_FAILED) { printf(\"mremapdup mmap %s\\n\", en(errno)); continue; }\n"
+	"      void *w = mremap(x, 0, (size_t)pg, MREMAP_MAYMOVE);\n"
+	"      if (w == MAP_FAILED) { printf(\"mremapdup mremap %s\\n\", en(errno)); continue; }\n"
+	"      if (mprotect(w, (size_t)pg, PROT_READ | PROT_WRITE)) { printf(\"mremapdup mprotect %s\\n\", en(errno)); continue; }\n"
+	"      memcpy(w, code42, sizeof code42); printf(\"mremapdup executed %d\\n\", call(x));\n"
+	"    } else if (!strcmp(c, \"personality\")) {\n"
+	"      if (personality(READ_IMPLIES_EXEC) < 0) { printf(\"personality %s\\n\", en(errno)); continue; }\n"
+	"      void *p = mmap(0, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);\n"
+	"      if (p == MAP_FAILED) { printf(\"personality mmap %s\\n\", en(errno)); continue; }\n"
+	"      memcpy(p, code42, sizeof code42); printf(\"personality executed %d\\n\", call(p));\n"
+	"    } else if (!strcmp(c, \"dl\")) {\n"
+	"      const char *lib = argv[++i], *sym = argv[++i];\n"
+	"      void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);\n"
+	"      void *f = h ? dlsym(h, sym) : NULL;\n"
+	"      if (!f) { printf(\"dl %s %s\\n\", sym, dlerror()); continue; }\n"
+	"      if (!strcmp(sym, \"cos\")) printf(\"dl cos %.0f\\n\", ((double (*)(double))f)(0.0));\n"
+	"      else printf(\"dl %s %d\\n\", sym, ((int (*)(void))f)());\n"
+	"    } else if (!strcmp(c, \"arenas\") || !strcmp(c, \"stacks\")) {\n"
+	"      int n = atoi(argv[++i]), ok = 0, arenas = !strcmp(c, \"arenas\"); pthread_t t[64]; pthread_attr_t at;\n"
+	"      pthread_attr_init(&at); pthread_attr_setstacksize(&at, 256u << 10);\n"
+	"      for (int k = 0; k < n && k < 64; k++) ok += pthread_create(&t[k], &at, arenas ? churn : nop, 0) == 0;\n"
+	"      for (int k = 0; k < ok; k++) pthread_join(t[k], 0);\n"
+	"      printf(\"%s %d of %d\\n\", c, ok, n);\n"
+	"    } else { printf(\"unknown %s\\n\", c); }\n"
+	"  }\n"
+	"  printf(\"end\\n\");\n"
+	"  return 0;\n"
+	"}\n";
+/* A library for dlopen, with thread-local storage (the loader allocates its TLS block). */
+static const char wx_lib_src[] = "__thread int t;\nint wxlib_answer(void) { t++; return 41 + t; }\n";
+/* clang-format on */
+
 static char helper[PATH_MAX];       /* <tmpdir>/bin/helper */
+static char wx_helper[PATH_MAX];    /* <tmpdir>/bin/wxhelper (NULL-string: not x86-64) */
+static char wx_lib[PATH_MAX];       /* <tmpdir>/bin/libwx.so */
 static char bindir[PATH_MAX];       /* <tmpdir>/bin */
 static struct sandbox_report probe; /* the report of a default spawn, for skip decisions */
 static bool probe_ok;
@@ -260,7 +376,7 @@ static int run_helper(struct sandbox_opts *o, const char *const *cmds, char *out
 
 static int group_setup(void **state)
 {
-	char src[PATH_MAX], cmd[3 * PATH_MAX];
+	char src[PATH_MAX], cmd[5 * PATH_MAX];
 	struct sandbox_bind bind;
 	struct sandbox_opts o = {0};
 	struct ca_run_result fate;
@@ -285,6 +401,27 @@ static int group_setup(void **state)
 		fprintf(stderr, "cannot compile the test helper\n");
 		return -1;
 	}
+#if defined(__x86_64__)
+	/* the W^X helper (its machine code is x86-64) and the library it loads */
+	if (ca_path_join(wx_helper, sizeof wx_helper, bindir, "wxhelper") ||
+	    ca_path_join(wx_lib, sizeof wx_lib, bindir, "libwx.so") ||
+	    ca_path_join(src, sizeof src, tmpdir, "wxhelper.c"))
+		return -1;
+	const char *const srcs[][2] = {{"wxhelper.c", wx_helper_src}, {"wxlib.c", wx_lib_src}};
+	for (size_t i = 0; i < 2; i++) {
+		char path[PATH_MAX];
+		if (ca_path_join(path, sizeof path, tmpdir, srcs[i][0]) || !(f = fopen(path, "w")))
+			return -1;
+		fputs(srcs[i][1], f);
+		fclose(f);
+	}
+	snprintf(cmd, sizeof cmd, "cc -O1 -o %s %s -lpthread -ldl && cc -shared -fPIC -o %s %s/wxlib.c",
+		 wx_helper, src, wx_lib, tmpdir);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "cannot compile the W^X helper\n");
+		return -1;
+	}
+#endif
 	/* Probe: what does this machine give? */
 	bind = (struct sandbox_bind){.src = bindir};
 	o.binds = &bind;
@@ -375,11 +512,27 @@ static void test_report_json(void **state)
 		assert_int_equal(probe.uid, 65534);
 	else
 		assert_int_equal(probe.uid, geteuid());
-	/* this machine (root, user namespaces) gets every layer but maybe the cgroup */
+	/* this machine (root, user namespaces) gets every layer but maybe the cgroup, and MDWE
+	 * and Landlock where the kernel has them (Linux 6.3+; Landlock built in and enabled) */
+	bool old_kernel_mdwe = strstr(probe.layer[SANDBOX_MDWE].detail, "Linux 6.3+") != NULL;
+	bool no_landlock = strstr(probe.layer[SANDBOX_LANDLOCK].detail, "not available") != NULL;
 	if (geteuid() == 0 && layer_on(SANDBOX_USER_NS))
 		for (int l = 0; l < SANDBOX_N_LAYERS; l++)
-			if (l != SANDBOX_CGROUP)
+			if (l != SANDBOX_CGROUP && !(l == SANDBOX_MDWE && old_kernel_mdwe) &&
+			    !(l == SANDBOX_LANDLOCK && no_landlock))
 				assert_true(probe.layer[l].on);
+	/* the W^X layers say what they do */
+	if (layer_on(SANDBOX_SECCOMP_WX)) {
+		assert_non_null(strstr(probe.layer[SANDBOX_SECCOMP_WX].detail, "memfd_create"));
+		/* with MDWE the kernel refuses exec gains itself; without, the filter kills them */
+		assert_int_equal(strstr(probe.layer[SANDBOX_SECCOMP_WX].detail,
+					"any mprotect(PROT_EXEC)") != NULL,
+				 !layer_on(SANDBOX_MDWE));
+	}
+	if (layer_on(SANDBOX_NOEXEC))
+		assert_non_null(strstr(probe.layer[SANDBOX_NOEXEC].detail, "noexec on /tmp, /dev/shm"));
+	if (layer_on(SANDBOX_LANDLOCK))
+		assert_non_null(strstr(probe.layer[SANDBOX_LANDLOCK].detail, "ABI "));
 	json_decref(j);
 }
 
@@ -1381,6 +1534,337 @@ static void test_seccomp_filter_builds(void **state)
 						    &rules_proc, &d),
 			 CA_ERR_INVALID);
 	assert_null(f);
+	/* the seccomp_wx rules: ten more (W+X for mmap, mprotect and pkey_mprotect, shmat, memfd,
+	 * memfd_secret, two for mremap, remap_file_pages, personality), counted apart; two more
+	 * again (mprotect and pkey_mprotect with PROT_EXEC) for a program without MDWE */
+	struct sandbox_seccomp_spec spec = {.wx = true};
+	int rules_wx = 0, wx = -1, rules_wx2 = 0, wx2 = -1;
+	assert_int_equal(sandbox_seccomp_build_spec(&spec, &f, &len, &rules_wx, &wx, &d), 0);
+	assert_int_equal(wx, 10);
+	assert_int_equal(rules_wx, rules + wx);
+	free(f);
+	spec.wx_mprotect_exec = true;
+	assert_int_equal(sandbox_seccomp_build_spec(&spec, &f, &len, &rules_wx2, &wx2, &d), 0);
+	assert_int_equal(wx2, wx + 2);
+	assert_int_equal(rules_wx2, rules_wx + 2);
+	free(f);
+	/* without wx the spec is build_opts */
+	spec = (struct sandbox_seccomp_spec){.allow_processes = true};
+	assert_int_equal(sandbox_seccomp_build_spec(&spec, &f, &len, &rules_wx, NULL, &d), 0);
+	assert_int_equal(rules_wx, rules - 4);
+	free(f);
+}
+
+/* ---- W^X: seccomp_wx, mdwe, noexec, landlock --------------------------------------------------
+ */
+
+/* Skips the calling test where the W^X helper was not built (its machine code is x86-64). */
+#define NEED_WX()                                                                          \
+	do {                                                                               \
+		if (!wx_helper[0]) {                                                       \
+			printf("  skipped: the W^X helper's machine code is x86-64 only\n"); \
+			skip();                                                            \
+		}                                                                          \
+	} while (0)
+
+/* One attack (or honest run) of the W^X helper and its expected outcome: `expect` NULL means
+ * "killed by the seccomp filter at the attack"; otherwise a line the output must hold (with
+ * "executed 42" when the route is expected to work because the layers that stop it are off).
+ * `after`: then call the original code again, which must still return 7. */
+struct wx_case {
+	const char *cmd, *arg, *expect;
+	bool after;
+};
+
+/* Runs each case alone (a kill ends the program) with `o` and checks its outcome. */
+static void wx_check(const struct sandbox_opts *o, const struct wx_case *cases, size_t n,
+		     const char *what)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct wx_case *c = &cases[i];
+		const char *argv[8] = {wx_helper, "selfcode", c->cmd};
+		size_t k = 3;
+		struct ca_run_result fate;
+		struct ca_diag d;
+		char out[4096];
+		if (c->arg)
+			argv[k++] = c->arg;
+		if (c->after)
+			argv[k++] = "selfcode";
+		argv[k] = NULL;
+		if (run_sb(o, argv, out, sizeof out, 20, &fate, NULL, &d) != 0)
+			fail_msg("%s, %s: spawn: %s", what, c->cmd, d.msg);
+		/* it ran up to the attack */
+		if (strncmp(out, "selfcode 7", 10) != 0)
+			fail_msg("%s, %s: did not start: %s", what, c->cmd, out);
+		if (!c->expect) {
+			struct sandbox fake;
+			memset(&fake, 0, sizeof fake);
+			fake.report.layer[SANDBOX_SECCOMP].on = true;
+			if (fate.term_signal != SIGSYS || strstr(out, "executed") ||
+			    strstr(out, "\nend"))
+				fail_msg("%s, %s: expected a seccomp kill, got signal %d exit %d: %s",
+					 what, c->cmd, fate.term_signal, fate.exit_code, out);
+			assert_true(sandbox_killed_by_seccomp(&fake, &fate));
+			continue;
+		}
+		bool ok = fate.term_signal == 0 && fate.exit_code == 0 && strstr(out, c->expect) &&
+			  strstr(out, "\nend") &&
+			  (strstr(c->expect, "executed") || !strstr(out, "executed"));
+		if (ok && c->after)
+			ok = strstr(strstr(out, c->expect), "\nselfcode 7\n") != NULL;
+		if (!ok)
+			fail_msg("%s, %s: expected \"%s\"%s, got signal %d exit %d: %s", what, c->cmd,
+				 c->expect, c->after ? " and the code unchanged" : "",
+				 fate.term_signal, fate.exit_code, out);
+	}
+}
+
+/* Options as the supervisor starts the worker (src/eval/eval.c, spawn_candidate): the
+ * program's directory, a writable work/ directory, and, with stmp/sshm, the run's scratch
+ * directories at /tmp and /dev/shm instead of the private tmpfs. Without the GPU nodes (also
+ * on a GPU host, where they would leave /proc writable: sandbox.h, "landlock"). */
+static void wx_opts(struct sandbox_opts *o, struct sandbox_bind *b, const char *work,
+		    const char *stmp, const char *sshm)
+{
+	base_opts(o, b, 2);
+	b[1] = (struct sandbox_bind){.src = work, .writable = true};
+	o->tmp_dir = stmp;
+	o->shm_dir = sshm;
+	o->no_gpu = true;
+}
+
+/* Fresh work/ and scratch directories under the test's directory, named with `tag`. */
+static void wx_dirs(const char *tag, char *work, char *stmp, char *sshm, char *file,
+		    size_t size)
+{
+	char name[64];
+	struct ca_diag d;
+	snprintf(name, sizeof name, "%s-work", tag);
+	tmp_path(work, size, name);
+	snprintf(name, sizeof name, "%s-stmp", tag);
+	tmp_path(stmp, size, name);
+	snprintf(name, sizeof name, "%s-sshm", tag);
+	tmp_path(sshm, size, name);
+	assert_int_equal(ca_mkdirs(work, 0755, &d), 0);
+	assert_int_equal(ca_mkdirs(stmp, 0700, &d), 0);
+	assert_int_equal(ca_mkdirs(sshm, 0700, &d), 0);
+	assert_int_equal(ca_path_join(file, size, work, "wx.bin"), 0);
+}
+
+/* Every route with every layer on: each one is killed by the filter or refused with an errno,
+ * and the original code still runs. */
+static void test_wx_attacks(void **state)
+{
+	(void)state;
+	NEED_WX();
+	NEED_LAYER(SANDBOX_SECCOMP_WX);
+	NEED_LAYER(SANDBOX_MDWE);
+	NEED_LAYER(SANDBOX_NOEXEC);
+	NEED_LAYER(SANDBOX_LANDLOCK);
+	char work[PATH_MAX], stmp[PATH_MAX], sshm[PATH_MAX], file[PATH_MAX], exp[PATH_MAX + 64];
+	struct sandbox_bind b[2];
+	struct sandbox_opts o;
+	wx_dirs("wxa", work, stmp, sshm, file, sizeof file);
+	snprintf(exp, sizeof exp, "fileexec %s mmap EPERM", file);
+	const struct wx_case cases[] = {
+		/* (a) a page both writable and executable */
+		{"rwx", NULL, NULL, false},
+		/* (b) code made writable and executable at once, or RX -> RW (patch) -> RX: MDWE
+		 * refuses the last step (the page stays RW, so the patch never runs) */
+		{"patchrwx", NULL, NULL, false},
+		{"patch", NULL, "patch rx EACCES", false},
+		/* (c) machine code written to a memfd, or to a file in any writable place, then
+		 * mapped executable */
+		{"memfd", NULL, NULL, false},
+		{"fileexec", "/tmp/wx.bin", "fileexec /tmp/wx.bin mmap EPERM", false},
+		{"fileexec", "/dev/shm/wx.bin", "fileexec /dev/shm/wx.bin mmap EPERM", false},
+		{"fileexec", file, exp, false},
+		/* (d) a write through /proc/self/mem (it ignores page protections) */
+		{"procmem", NULL, "procmem open EACCES", true},
+		/* (e) System V shared memory attached writable and executable */
+		{"shmexec", NULL, NULL, false},
+		/* a shared mapping duplicated (one view RX, one RW); READ_IMPLIES_EXEC */
+		{"mremapdup", NULL, NULL, false},
+		{"personality", NULL, NULL, false},
+	};
+	/* as the worker runs: scratch directories at /tmp and /dev/shm */
+	wx_opts(&o, b, work, stmp, sshm);
+	wx_check(&o, cases, sizeof cases / sizeof cases[0], "scratch directories");
+	/* the private tmpfs at /tmp and /dev/shm */
+	wx_opts(&o, b, work, NULL, NULL);
+	wx_check(&o, cases + 4, 3, "private tmpfs");
+}
+
+/* Each layer on its own: with one switched off, the others still stop what they cover, and
+ * with the ones covering a route switched off, the route works (so the checks above can fail).
+ */
+static void test_wx_each_layer(void **state)
+{
+	(void)state;
+	NEED_WX();
+	NEED_LAYER(SANDBOX_SECCOMP_WX);
+	NEED_LAYER(SANDBOX_MDWE);
+	NEED_LAYER(SANDBOX_NOEXEC);
+	NEED_LAYER(SANDBOX_LANDLOCK);
+	char work[PATH_MAX], stmp[PATH_MAX], sshm[PATH_MAX], file[PATH_MAX], exp[PATH_MAX + 64];
+	struct sandbox_bind b[2];
+	struct sandbox_opts o;
+	struct sandbox_report rep;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	char out[4096];
+	wx_dirs("wxe", work, stmp, sshm, file, sizeof file);
+
+	/* seccomp_wx off: MDWE refuses W+X and exec gain (also READ_IMPLIES_EXEC's W+X), landlock
+	 * /proc/self/mem; memfd, System V and mremap aliases are only the filter's to stop */
+	const struct wx_case no_filter[] = {
+		{"rwx", NULL, "rwx mmap EACCES", false},
+		{"patchrwx", NULL, "patchrwx rw EACCES", true},
+		{"patch", NULL, "patch rx EACCES", false},
+		{"personality", NULL, "personality mmap EACCES", false},
+		{"procmem", NULL, "procmem open EACCES", true},
+		{"memfd", NULL, "memfd executed 42", false},
+		{"shmexec", NULL, "shmexec executed 42", false},
+		{"mremapdup", NULL, "mremapdup executed 42", false},
+	};
+	wx_opts(&o, b, work, stmp, sshm);
+	o.disable = SANDBOX_BIT(SANDBOX_SECCOMP_WX);
+	wx_check(&o, no_filter, sizeof no_filter / sizeof no_filter[0], "seccomp_wx off");
+
+	/* MDWE off: the filter kills every mprotect(PROT_EXEC) instead, and says so */
+	const struct wx_case no_mdwe[] = {
+		{"rwx", NULL, NULL, false},
+		{"patch", NULL, NULL, false},
+		{"personality", NULL, NULL, false},
+	};
+	o.disable = SANDBOX_BIT(SANDBOX_MDWE);
+	wx_check(&o, no_mdwe, sizeof no_mdwe / sizeof no_mdwe[0], "mdwe off");
+	const char *argv[] = {wx_helper, "selfcode", NULL};
+	assert_int_equal(run_sb(&o, argv, out, sizeof out, 20, &fate, &rep, &d), 0);
+	assert_false(rep.layer[SANDBOX_MDWE].on);
+	assert_true(rep.layer[SANDBOX_SECCOMP_WX].on);
+	assert_non_null(strstr(rep.layer[SANDBOX_SECCOMP_WX].detail, "any mprotect(PROT_EXEC)"));
+
+	/* both off: patching code and W+X pages work */
+	const struct wx_case neither[] = {
+		{"rwx", NULL, "rwx executed 42", false},
+		{"patchrwx", NULL, "patchrwx executed 42", false},
+		{"patch", NULL, "patch executed 42", false},
+		{"personality", NULL, "personality executed 42", false},
+	};
+	o.disable = SANDBOX_BIT(SANDBOX_MDWE) | SANDBOX_BIT(SANDBOX_SECCOMP_WX);
+	wx_check(&o, neither, sizeof neither / sizeof neither[0], "seccomp_wx and mdwe off");
+
+	/* noexec off: a file written to /tmp, /dev/shm or work/ runs */
+	snprintf(exp, sizeof exp, "fileexec %s executed 42", file);
+	const struct wx_case no_noexec[] = {
+		{"fileexec", "/tmp/wx.bin", "fileexec /tmp/wx.bin executed 42", false},
+		{"fileexec", "/dev/shm/wx.bin", "fileexec /dev/shm/wx.bin executed 42", false},
+		{"fileexec", file, exp, false},
+	};
+	o.disable = SANDBOX_BIT(SANDBOX_NOEXEC);
+	wx_check(&o, no_noexec, 3, "noexec off, scratch directories");
+	wx_opts(&o, b, work, NULL, NULL);
+	o.disable = SANDBOX_BIT(SANDBOX_NOEXEC);
+	wx_check(&o, no_noexec, 2, "noexec off, private tmpfs");
+
+	/* landlock off: /proc/self/mem writes into the code page (FOLL_FORCE), whatever MDWE
+	 * and the filter say; a kernel built to refuse forced writes refuses it instead */
+	const char *argv_pm[] = {wx_helper, "selfcode", "procmem", NULL};
+	o.disable = SANDBOX_BIT(SANDBOX_LANDLOCK);
+	assert_int_equal(run_sb(&o, argv_pm, out, sizeof out, 20, &fate, &rep, &d), 0);
+	assert_false(rep.layer[SANDBOX_LANDLOCK].on);
+	if (strstr(out, "procmem write "))
+		printf("  note: this kernel refuses forced /proc/self/mem writes itself: %s\n", out);
+	else if (!strstr(out, "procmem executed 42"))
+		fail_msg("landlock off, procmem: %s", out);
+}
+
+/* Honest programs keep working with every layer on: the loader (dlopen of libm and of a
+ * library with thread-local storage), threads, thread stacks, malloc arenas grown from threads
+ * (glibc grows them with mprotect(PROT_READ|PROT_WRITE)), Python with a ctypes callback
+ * (libffi's trampolines); and a shell (allow_processes) keeps JIT-friendly memory but not
+ * /proc/self/mem. */
+static void test_wx_honest(void **state)
+{
+	(void)state;
+	NEED_WX();
+	NEED_LAYER(SANDBOX_SECCOMP_WX);
+	NEED_LAYER(SANDBOX_LANDLOCK);
+	char work[PATH_MAX], stmp[PATH_MAX], sshm[PATH_MAX], file[PATH_MAX], out[4096];
+	struct sandbox_bind b[2];
+	struct sandbox_opts o;
+	struct sandbox_report rep;
+	struct ca_run_result fate;
+	struct ca_diag d;
+	wx_dirs("wxh", work, stmp, sshm, file, sizeof file);
+	wx_opts(&o, b, work, stmp, sshm);
+	const char *argv[] = {wx_helper, "selfcode", "dl", "libm.so.6", "cos", "dl", wx_lib,
+			      "wxlib_answer", "arenas", "8", "stacks", "16", "selfcode", NULL};
+	assert_int_equal(run_sb(&o, argv, out, sizeof out, 30, &fate, &rep, &d), 0);
+	for (int l = SANDBOX_SECCOMP; l < SANDBOX_N_LAYERS; l++)
+		if (!rep.layer[l].on && layer_on((enum sandbox_layer)l))
+			fail_msg("%s off: %s", sandbox_layer_name((enum sandbox_layer)l),
+				 rep.layer[l].detail);
+	if (fate.term_signal != 0 || fate.exit_code != 0 ||
+	    strcmp(out, "selfcode 7\ndl cos 1\ndl wxlib_answer 42\narenas 8 of 8\nstacks 16 of "
+			"16\nselfcode 7\nend") != 0)
+		fail_msg("honest run: signal %d exit %d: %s", fate.term_signal, fate.exit_code, out);
+
+	/* Python (the PyTorch runner's language): foreign calls through ctypes (as the runner
+	 * makes its CUDA driver calls), re, json, hashlib, sqlite3, threads. (Not ctypes
+	 * callbacks: a libffi built without static trampolines, Debian's, maps their code W+X,
+	 * which the filter kills; docs/security.md, "W^X".) */
+	if (ca_is_file("/usr/bin/python3")) {
+		const char *py[] = {
+			"/usr/bin/python3", "-B", "-c",
+			"import ctypes, re, json, hashlib, sqlite3, threading\n"
+			"n = ctypes.CDLL(None).strlen(b'abcdefghijklmnopqrstuvwxyzabcdefghijklmnop')\n"
+			"c = sqlite3.connect(':memory:'); c.execute('create table t (x)')\n"
+			"t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+			"print('py', n, re.sub(r'\\d', 'n', 'a1'), json.dumps([1]),"
+			" hashlib.sha256(b'').hexdigest()[:4])",
+			NULL};
+		assert_int_equal(run_sb(&o, py, out, sizeof out, 60, &fate, NULL, &d), 0);
+		if (fate.term_signal != 0 || strcmp(out, "py 42 an [1] e3b0") != 0)
+			fail_msg("python: signal %d exit %d: %s", fate.term_signal, fate.exit_code,
+				 out);
+	} else {
+		printf("  skipped (in part): no /usr/bin/python3\n");
+	}
+
+	/* allow_processes (the agent's shell): seccomp_wx, mdwe and noexec are not applied (and
+	 * strict does not count them), landlock is */
+	wx_opts(&o, b, work, NULL, NULL);
+	o.allow_processes = true;
+	char script[2 * PATH_MAX];
+	snprintf(script, sizeof script,
+		 "%s rwx procmem fileexec /tmp/x; echo shell >/tmp/s; cat /tmp/s; "
+		 "echo err >/dev/stderr && echo stderr ok",
+		 wx_helper);
+	const char *sh[] = {"/bin/sh", "-c", script, NULL};
+	/* (reopening stderr through /dev/stderr needs the file's permission too) */
+	char err_path[PATH_MAX];
+	assert_int_equal(ca_path_join(err_path, sizeof err_path, tmpdir, "stderr.txt"), 0);
+	close(open(err_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666));
+	assert_int_equal(chmod(err_path, 0666), 0);
+	assert_int_equal(run_sb(&o, sh, out, sizeof out, 20, &fate, &rep, &d), 0);
+	for (int l = SANDBOX_SECCOMP_WX; l <= SANDBOX_NOEXEC; l++) {
+		assert_false(rep.layer[l].on);
+		assert_non_null(strstr(rep.layer[l].detail, "not applied with allow_processes"));
+	}
+	assert_true(rep.layer[SANDBOX_LANDLOCK].on);
+	if (fate.term_signal != 0 || !strstr(out, "rwx executed 42\n") ||
+	    !strstr(out, "procmem open EACCES\n") || !strstr(out, "fileexec /tmp/x executed 42\n") ||
+	    !strstr(out, "\nshell\n") || !strstr(out, "stderr ok"))
+		fail_msg("allow_processes: signal %d: %s", fate.term_signal, out);
+	if (!layer_on(SANDBOX_CGROUP))
+		o.disable = SANDBOX_BIT(SANDBOX_CGROUP);
+	o.strict = true;
+	const char *argv_s[] = {wx_helper, NULL};
+	if (run_sb(&o, argv_s, out, sizeof out, 20, &fate, &rep, &d) != 0)
+		fail_msg("strict with allow_processes: %s", d.msg);
 }
 
 /* The real GPU worker starts inside the sandbox: its binary and shared libraries (CUDA
@@ -1436,10 +1920,19 @@ static void test_gpu_worker_starts(void **state)
 	const char *argv[] = {real_worker, plan, NULL};
 	if (run_sb_keep(&o, argv, out, sizeof out, 20.0, &fate, &sb, &d) != 0)
 		fail_msg("spawn: %s", d.msg);
-	if (!strstr(out, "\"event\"") || !strstr(out, "\"worker."))
+	if (!strstr(out, "\"event\""))
 		fail_msg("the worker said: %s (signal %d)", out, fate.term_signal);
-	/* No GPU here: the worker must say so; with one it stops at the missing library. */
-	assert_true(strstr(out, "worker.no_gpu") || strstr(out, "abi.load_failed"));
+	/* No GPU here: the worker must say so. On a GPU host, CUDA must come up inside the
+	 * sandbox with every layer on (the worker reports the device; it ends at stdin's EOF):
+	 * the CUDA driver is where a layer can break an honest run (docs/security.md, "W^X") */
+	struct stat nst;
+	if (stat("/dev/nvidiactl", &nst) == 0 && S_ISCHR(nst.st_mode)) {
+		if (!strstr(out, "\"event\":\"device\"") || strstr(out, "worker.no_gpu"))
+			fail_msg("GPU host: CUDA did not start in the sandbox: %s", out);
+		assert_non_null(strstr(sb.report.layer[SANDBOX_LANDLOCK].detail, "/proc"));
+	} else {
+		assert_true(strstr(out, "worker.no_gpu") || strstr(out, "abi.load_failed"));
+	}
 	/* The seccomp filter let it (and the CUDA stack under it) start and end ... */
 	assert_false(sandbox_killed_by_seccomp(&sb, &fate));
 	/* ... and it left nothing in /tmp or /dev/shm: on a GPU host this is where files the
@@ -1471,6 +1964,9 @@ int main(void)
 		cmocka_unit_test(test_strict),
 		cmocka_unit_test(test_cgroup_limits),
 		cmocka_unit_test(test_gpu_worker_starts),
+		cmocka_unit_test(test_wx_attacks),
+		cmocka_unit_test(test_wx_each_layer),
+		cmocka_unit_test(test_wx_honest),
 	};
 	return cmocka_run_group_tests(tests, group_setup, teardown_dir);
 }
