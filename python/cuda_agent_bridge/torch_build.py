@@ -8,8 +8,12 @@ spec). Each translation unit is compiled once into a content-addressed object ca
 (``<cache>/torch/obj/<key>.o``) by ``c++`` or ``nvcc`` with torch's own flags, in parallel, and the
 objects are linked into ``<cache>/torch/lib/<linkkey>/<name>.so``; both are written under a temp
 name and renamed, so concurrent builders are safe. Only compilers run: the built library is never
-loaded here. The answer is a report dict (``status``, ``message``, ``errors``, counts, ``hash``,
-``modules``); the CLI prints it as one JSON line on stdout.
+loaded here. Before building a workdir, its ``model_new.py`` goes through the static check
+(``static_check``, docs/torch-rules.md): a refused workdir is not compiled and its report has
+status ``refused`` with the reason ``code`` (``hack.harness_tampering``, ``hack.torch_compute``,
+``candidate.load_failed``). The answer is a report dict (``status``, ``message``, ``errors``,
+counts, ``hash``, ``modules``, ``code``, ``notes``, ``torch_lib``); the CLI prints it as one JSON
+line on stdout.
 """
 
 from __future__ import annotations
@@ -716,7 +720,8 @@ def _report(status: str, message: str, start: float, arch: str, **more: Any) -> 
         "errors": more.get("errors", []), "seconds": round(time.monotonic() - start, 3),
         "units_compiled": more.get("compiled", 0), "units_cached": more.get("cached", 0),
         "cached": more.get("all_cached", False), "arch": arch, "hash": more.get("hash", ""),
-        "modules": more.get("modules", []),
+        "modules": more.get("modules", []), "code": more.get("code", ""),
+        "notes": more.get("notes", []), "torch_lib": more.get("torch_lib", ""),
     }
     return report
 
@@ -771,7 +776,7 @@ class _Builder:
         listed = [{"name": m.name, "key": m.key, "library": m.library} for m in modules]
         return _report("ok", "", self.start, self.arch, compiled=self.compiled,
                        cached=self.cached, all_cached=self.compiled == 0 and self.linked == 0,
-                       hash=hashed, modules=listed)
+                       hash=hashed, modules=listed, torch_lib=_torch().lib_dir)
 
     def _obj(self, key: str) -> str:
         return os.path.join(self.obj_dir, key + ".o")
@@ -853,11 +858,31 @@ def _build(make_modules: Any, cache_dir: str, arch: str, jobs: int,
 
 
 def build_workdir(directory: str, cache_dir: str, arch: str, jobs: int = 0,
-                  timeout_s: float = 300) -> dict[str, Any]:
-    """Builds a CUDA-Agent workdir into the module ``cuda_extension``; returns the report."""
+                  timeout_s: float = 300, profile: str = "cuda-agent") -> dict[str, Any]:
+    """Checks the workdir's Python (static_check, under the rules profile) and, when it passes,
+    builds the workdir into the module ``cuda_extension``; returns the report."""
+    from . import static_check
+
+    _check_args(cache_dir, arch, jobs, timeout_s)
+    if profile not in static_check.PROFILES:
+        raise ValueError(f"profile must be one of {', '.join(static_check.PROFILES)}, "
+                         f"not {profile!r}")
     directory = os.path.abspath(directory)
-    return _build(lambda: [_workdir_module(directory)], cache_dir, arch, jobs, timeout_s,
-                  [(directory + os.sep, ""), (directory, ".")])
+    start = time.monotonic()
+    verdict = static_check.Verdict("ok")
+    try:  # no model_new.py (or no workdir): the build and the runner say so, as before
+        if os.path.exists(os.path.join(directory, "model_new.py")):
+            verdict = static_check.check_workdir(directory, profile)
+    except static_check.CheckerError as exc:
+        return _report("build.internal", f"the static check cannot run: {exc}", start, arch)
+    if verdict.status != "ok":
+        data = verdict.to_json(profile, 0.0)
+        return _report("refused", verdict.message, start, arch, code=verdict.code,
+                       errors=data["errors"], notes=verdict.notes)
+    report = _build(lambda: [_workdir_module(directory)], cache_dir, arch, jobs, timeout_s,
+                    [(directory + os.sep, ""), (directory, ".")])
+    report["notes"] = verdict.notes[:MAX_ERRORS]
+    return report
 
 
 def build_inline(specs: list[dict[str, Any]], cache_dir: str, arch: str, jobs: int = 0,
@@ -904,6 +929,8 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--arch", required=True, help="sm_XX or sm_XXa")
         s.add_argument("--jobs", type=int, default=0, help="parallel compilers (0: CPU count)")
         s.add_argument("--timeout", type=float, default=300.0, help="seconds for the build")
+        s.add_argument("--profile", default="cuda-agent", choices=("cuda-agent", "kernelbench"),
+                       help="rules profile of the workdir's static check (docs/torch-rules.md)")
     return p
 
 
@@ -918,7 +945,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything printed during the build goes to stderr: stdout is the report
     if args.mode == "workdir":
-        report = build_workdir(args.path, args.cache, args.arch, args.jobs, args.timeout)
+        report = build_workdir(args.path, args.cache, args.arch, args.jobs, args.timeout,
+                               args.profile)
     else:
         start = time.monotonic()
         try:

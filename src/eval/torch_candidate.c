@@ -6,11 +6,14 @@
 #include <string.h>
 
 #include "util/fs.h"
+#include "util/log.h"
 #include "util/proc.h"
 #include "util/str.h"
 
 #define PROBE_MAX_OUTPUT (64u << 10)
 #define REPORT_MAX_OUTPUT (4u << 20)
+#define CHECK_MAX_OUTPUT (1u << 20)
+#define MAX_BRIDGE_ARGS 24
 
 static const char *const format_names[] = {"auto", "native", "workdir", "kernelbench"};
 
@@ -189,7 +192,8 @@ static int status_from(const char *s, enum build_status *out)
 	} map[] = {{"ok", BUILD_OK},
 		   {"build.error", BUILD_COMPILE_ERROR},
 		   {"build.no_sources", BUILD_NO_SOURCES},
-		   {"build.timeout", BUILD_TIMEOUT}};
+		   {"build.timeout", BUILD_TIMEOUT},
+		   {"refused", BUILD_RULE_VIOLATION}};
 	for (size_t i = 0; s && i < sizeof map / sizeof map[0]; i++)
 		if (strcmp(s, map[i].name) == 0) {
 			*out = map[i].status;
@@ -215,34 +219,131 @@ static json_t *last_json_line(char *text)
 	return found;
 }
 
-int torch_build_run(const char *python, const char *const *args, double timeout_s,
-		    struct build_result *res, json_t **modules, struct ca_diag *d)
+/* The reason codes a static check may give (anything else from the Python side is a bug). */
+static bool refusal_code_known(const char *code)
+{
+	return code && (strcmp(code, "hack.harness_tampering") == 0 ||
+			strcmp(code, "hack.torch_compute") == 0 ||
+			strcmp(code, "candidate.load_failed") == 0);
+}
+
+static void refusal_set(struct torch_refusal *r, const char *code, const char *message)
+{
+	ca_strlcpy(r->code, code, sizeof r->code);
+	ca_printable(r->message, message && message[0] ? message : "refused by the static check",
+		     sizeof r->message);
+}
+
+/* Runs `python -m <module> <args...>` with the package on PYTHONPATH; run receives the result. */
+static int run_module(const char *python, const char *module, const char *const *args,
+		      double timeout_s, size_t stdout_cap, struct ca_run_result *run,
+		      struct ca_diag *d)
 {
 	char root[PATH_MAX], pp_env[PATH_MAX + 32];
 	const char *env_add[] = {pp_env, "PYTHONDONTWRITEBYTECODE=1", NULL};
-	const char *argv[24];
+	const char *argv[MAX_BRIDGE_ARGS];
 	struct ca_run_opts ro = {.env_add = env_add, .timeout_s = timeout_s,
-				 .stdout_cap = REPORT_MAX_OUTPUT};
+				 .stdout_cap = stdout_cap};
+	size_t n = 0;
+	int rc;
+
+	if ((rc = ca_install_root(root, sizeof root, d)))
+		return rc;
+	snprintf(pp_env, sizeof pp_env, "PYTHONPATH=%s/python", root);
+	argv[n++] = python;
+	argv[n++] = "-m";
+	argv[n++] = module;
+	for (size_t i = 0; args[i]; i++) {
+		if (n + 2 > sizeof argv / sizeof argv[0])
+			return ca_fail(d, CA_ERR_LIMIT, "%s: too many arguments", module);
+		argv[n++] = args[i];
+	}
+	argv[n] = NULL;
+	if ((rc = ca_run(argv, &ro, run, d)))
+		return ca_fail_prefix(d, rc, "cannot run %s with %s", module, python);
+	return 0;
+}
+
+/* The errors lines of a report (at most what fits) into res->errors, after what is there. */
+static void append_lines(char *buf, size_t size, const json_t *lines)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(lines, i, v) {
+		const char *line = json_string_value(v);
+		size_t used = strlen(buf);
+		if (line && used + strlen(line) + 2 < size)
+			snprintf(buf + used, size - used, "%s\n", line);
+	}
+}
+
+/* The symbol check of every built module; a refusal turns res into BUILD_SYMBOL_VIOLATION. */
+static int check_modules(const json_t *mods, const char *torch_lib, enum torch_profile profile,
+			 struct build_result *res, struct torch_refusal *refusal, struct ca_diag *d)
+{
+	char report[CA_BUILD_LOG_MAX], display[256];
+	size_t i, j;
+	json_t *m;
+	int rc = 0;
+
+	json_array_foreach(mods, i, m) {
+		const char *lib = json_string_value(json_object_get(m, "library"));
+		const char *name = json_string_value(json_object_get(m, "name"));
+		struct torch_refusal one = {"", ""};
+		bool seen = false;
+		if (!lib)
+			return ca_fail(d, CA_ERR_CHILD, "torch_build reported a module without a "
+				       "library");
+		for (j = 0; j < i && !seen; j++) {
+			const char *other = json_string_value(json_object_get(json_array_get(mods, j),
+									      "library"));
+			seen = other && strcmp(lib, other) == 0;
+		}
+		if (seen)
+			continue;
+		snprintf(display, sizeof display, "%.200s.so", name ? name : "extension");
+		rc = torch_rules_check_library(lib, display, torch_lib, profile, &one, report,
+					       sizeof report, d);
+		if (rc == CA_ERR_REJECTED) {
+			if (res->status == BUILD_OK)
+				res->errors[0] = '\0';
+			res->status = BUILD_SYMBOL_VIOLATION;
+			size_t used = strlen(res->errors);
+			snprintf(res->errors + used, sizeof res->errors - used, "%s", report);
+			if (!refusal->code[0] || (strcmp(one.code, "hack.harness_tampering") == 0 &&
+						  strcmp(refusal->code, "hack.harness_tampering") != 0))
+				*refusal = one;
+			rc = 0;
+		} else if (rc) {
+			return ca_fail_prefix(d, rc, "checking %s", display);
+		}
+	}
+	return 0;
+}
+
+int torch_build_run_checked(const char *python, const char *const *args, double timeout_s,
+			    enum torch_profile profile, struct build_result *res, json_t **modules,
+			    struct torch_refusal *refusal, struct ca_diag *d)
+{
+	const char *argv[MAX_BRIDGE_ARGS];
 	struct ca_run_result run = {0};
 	json_t *rep = NULL, *v;
 	size_t n = 0, i;
 	int rc;
 
 	*modules = NULL;
-	if ((rc = ca_install_root(root, sizeof root, d)))
-		return rc;
-	snprintf(pp_env, sizeof pp_env, "PYTHONPATH=%s/python", root);
-	argv[n++] = python;
-	argv[n++] = "-m";
-	argv[n++] = "cuda_agent_bridge.torch_build";
+	refusal->code[0] = refusal->message[0] = '\0';
 	for (i = 0; args[i]; i++) {
-		if (n + 2 > sizeof argv / sizeof argv[0])
+		if (n + 3 >= sizeof argv / sizeof argv[0])
 			return ca_fail(d, CA_ERR_LIMIT, "torch_build: too many arguments");
 		argv[n++] = args[i];
 	}
+	argv[n++] = "--profile";
+	argv[n++] = torch_profile_name(profile);
 	argv[n] = NULL;
-	if ((rc = ca_run(argv, &ro, &run, d)))
-		return ca_fail_prefix(d, rc, "cannot run torch_build with %s", python);
+	if ((rc = run_module(python, "cuda_agent_bridge.torch_build", argv, timeout_s,
+			     REPORT_MAX_OUTPUT, &run, d)))
+		return rc;
 	if (run.timed_out) {
 		res->status = BUILD_TIMEOUT;
 		snprintf(res->errors, sizeof res->errors, "the build took more than %.0f s",
@@ -264,6 +365,18 @@ int torch_build_run(const char *python, const char *const *args, double timeout_
 			     msg && msg[0] ? msg : "the build could not run");
 		goto out;
 	}
+	if (res->status == BUILD_RULE_VIOLATION) { /* "refused": the workdir's static check */
+		const char *code = json_string_value(json_object_get(rep, "code"));
+		if (!refusal_code_known(code)) {
+			rc = ca_fail(d, CA_ERR_CHILD, "torch_build refused the candidate with an "
+				     "unknown code '%.40s'", code ? code : "");
+			goto out;
+		}
+		refusal_set(refusal, code, json_string_value(json_object_get(rep, "message")));
+	}
+	json_array_foreach(json_object_get(rep, "notes"), i, v)
+		if (json_is_string(v))
+			ca_log_warn("%s", json_string_value(v));
 	res->seconds = json_number_value(json_object_get(rep, "seconds"));
 	res->cached = json_is_true(json_object_get(rep, "cached"));
 	res->objects_compiled = (int)json_integer_value(json_object_get(rep, "units_compiled"));
@@ -275,12 +388,7 @@ int torch_build_run(const char *python, const char *const *args, double timeout_
 		ca_strlcpy(res->arch, json_string_value(json_object_get(rep, "arch")),
 			   sizeof res->arch);
 	res->errors[0] = '\0';
-	json_array_foreach(json_object_get(rep, "errors"), i, v) {
-		const char *line = json_string_value(v);
-		size_t used = strlen(res->errors);
-		if (line && used + strlen(line) + 2 < sizeof res->errors)
-			snprintf(res->errors + used, sizeof res->errors - used, "%s\n", line);
-	}
+	append_lines(res->errors, sizeof res->errors, json_object_get(rep, "errors"));
 	if (!res->errors[0] && res->status != BUILD_OK) {
 		const char *msg = json_string_value(json_object_get(rep, "message"));
 		snprintf(res->errors, sizeof res->errors, "%s", msg ? msg : "the build failed");
@@ -289,14 +397,65 @@ int torch_build_run(const char *python, const char *const *args, double timeout_
 		json_t *mods = json_object_get(rep, "modules");
 		const char *lib = json_string_value(json_object_get(json_array_get(mods, 0),
 								    "library"));
+		const char *torch_lib = json_string_value(json_object_get(rep, "torch_lib"));
 		if (!json_is_array(mods) || json_array_size(mods) == 0 || !lib) {
 			rc = ca_fail(d, CA_ERR_CHILD, "torch_build reported no module");
 			goto out;
 		}
-		ca_strlcpy(res->library, lib, sizeof res->library);
-		*modules = json_incref(mods);
+		if ((rc = check_modules(mods, torch_lib && torch_lib[0] ? torch_lib : NULL, profile,
+					res, refusal, d)))
+			goto out;
+		if (res->status == BUILD_OK) {
+			ca_strlcpy(res->library, lib, sizeof res->library);
+			*modules = json_incref(mods);
+		}
 	}
 out:
+	json_decref(rep);
+	ca_run_result_free(&run);
+	return rc;
+}
+
+int torch_build_run(const char *python, const char *const *args, double timeout_s,
+		    struct build_result *res, json_t **modules, struct ca_diag *d)
+{
+	struct torch_refusal refusal;
+	return torch_build_run_checked(python, args, timeout_s, TORCH_PROFILE_CUDA_AGENT, res,
+				       modules, &refusal, d);
+}
+
+int torch_static_check_run(const char *python, const char *path, bool workdir,
+			   enum torch_profile profile, double timeout_s,
+			   struct torch_refusal *refusal, struct ca_diag *d)
+{
+	const char *args[] = {"--profile", torch_profile_name(profile),
+			      workdir ? "--workdir" : path, workdir ? path : NULL, NULL};
+	struct ca_run_result run = {0};
+	json_t *rep = NULL;
+	int rc;
+
+	refusal->code[0] = refusal->message[0] = '\0';
+	if ((rc = run_module(python, "cuda_agent_bridge.static_check", args, timeout_s,
+			     CHECK_MAX_OUTPUT, &run, d)))
+		return rc;
+	rep = run.out && !run.timed_out ? last_json_line(run.out) : NULL;
+	const char *status = json_string_value(json_object_get(rep, "status"));
+	const char *code = json_string_value(json_object_get(rep, "code"));
+	const char *msg = json_string_value(json_object_get(rep, "message"));
+	if (!status) {
+		char how[128];
+		ca_run_describe(&run, how, sizeof how);
+		rc = ca_fail(d, CA_ERR_CHILD, "the static check gave no verdict (%s): %.300s", how,
+			     run.err ? run.err : "");
+	} else if (strcmp(status, "ok") == 0) {
+		rc = 0;
+	} else if ((strcmp(status, "refused") == 0 || strcmp(status, "invalid") == 0) &&
+		   refusal_code_known(code)) {
+		refusal_set(refusal, code, msg);
+	} else {
+		rc = ca_fail(d, CA_ERR_CHILD, "the static check could not run: %.300s",
+			     msg && msg[0] ? msg : status);
+	}
 	json_decref(rep);
 	ca_run_result_free(&run);
 	return rc;

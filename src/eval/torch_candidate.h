@@ -6,7 +6,11 @@
  *   - the Python runtime the sandboxed runner must see (sys.executable, sys.prefix and the
  *     sys.path directories outside the system directories the sandbox always shows);
  *   - the build: `python -m cuda_agent_bridge.torch_build` (compilers only, no candidate code),
- *     whose one-line JSON report becomes a struct build_result plus the built modules.
+ *     whose one-line JSON report becomes a struct build_result plus the built modules;
+ *   - the static checks that run before any candidate code (docs/torch-rules.md): the Python
+ *     check (`python -m cuda_agent_bridge.static_check`; torch_build runs it on a workdir) and
+ *     the symbol check of every built module (build/torch_rules.h). A refused candidate comes
+ *     back as a struct torch_refusal whose code is the result's reason.
  *
  * Nothing here starts the sandbox or the GPU runner: eval.c does, with what this returns. */
 #ifndef CA_EVAL_TORCH_CANDIDATE_H
@@ -18,6 +22,7 @@
 #include <stddef.h>
 
 #include "build/build.h"
+#include "build/torch_rules.h"
 #include "util/diag.h"
 
 enum candidate_format {
@@ -55,12 +60,38 @@ struct python_runtime {
 /* Asks `python` (a few ms: no torch import) for its executable, prefixes and sys.path. */
 int python_runtime_probe(const char *python, struct python_runtime *rt, struct ca_diag *d);
 
-/* Runs `python -m cuda_agent_bridge.torch_build <args...>` (NULL-terminated) and fills res from
- * its report (status, hash, arch, units, seconds, errors, library: the first module's) and
- * *modules with the report's "modules" array (owned by the caller; NULL on failure). Returns 0
- * when a report was read (the verdict is in res->status), or a negative code when the builder
- * could not run or said nothing usable. */
+/* Runs `python -m cuda_agent_bridge.torch_build <args...> --profile <profile>` (args
+ * NULL-terminated: "workdir DIR ..." or "inline SPECS.json ...") and fills res from its report
+ * (status, hash, arch, units, seconds, errors, library: the first module's) and *modules with the
+ * report's "modules" array (owned by the caller; NULL on failure). When the build succeeded, every
+ * module's shared object then goes through the symbol check (torch_rules_check_library, run path
+ * limited to the report's torch library directory).
+ *
+ * A refused candidate (torch_build's static check of a workdir's model_new.py, status "refused",
+ * or the symbol check) ends with refusal->code set to the reason code ("hack.harness_tampering",
+ * "hack.torch_compute", "candidate.load_failed") and refusal->message to its first finding,
+ * res->status BUILD_RULE_VIOLATION (Python) or BUILD_SYMBOL_VIOLATION (module), res->errors
+ * holding every finding, and *modules NULL. refusal->code is "" otherwise. The caller makes the
+ * refusal the result's reason (compiled false, reward -1).
+ *
+ * Returns 0 when a verdict was reached (res->status, refusal), or a negative code when the
+ * builder could not run, said nothing usable, or a built module could not be read. */
+int torch_build_run_checked(const char *python, const char *const *args, double timeout_s,
+			    enum torch_profile profile, struct build_result *res, json_t **modules,
+			    struct torch_refusal *refusal, struct ca_diag *d);
+
+/* torch_build_run_checked under the cuda-agent profile, without the refusal's code: a refused
+ * candidate shows only as res->status (build.forbidden_source / build.forbidden_symbol). */
 int torch_build_run(const char *python, const char *const *args, double timeout_s,
 		    struct build_result *res, json_t **modules, struct ca_diag *d);
+
+/* The static check of a kernelbench file (workdir = false) or a workdir (true), before any of it
+ * is imported: runs `python -m cuda_agent_bridge.static_check [--workdir] --profile P PATH`
+ * (no torch import; tenths of a second) and reads its one JSON line. Returns 0 with refusal->code
+ * "" (accepted) or set (refused: the reason code and its first finding, as above), or a negative
+ * code when the check could not run (no Python, no torch installation, no answer). */
+int torch_static_check_run(const char *python, const char *path, bool workdir,
+			   enum torch_profile profile, double timeout_s,
+			   struct torch_refusal *refusal, struct ca_diag *d);
 
 #endif
