@@ -5,12 +5,12 @@
  * the worker). The timing part is serialized into the worker's plan and the bridge's `time`
  * request so that candidates and baselines are timed the same way. CA_PROTOCOL_VERSION is part
  * of the baseline cache key: bump it whenever a change could move a timing. */
-#ifndef CA_EVAL_PROTOCOL_H
-#define CA_EVAL_PROTOCOL_H
+#ifndef CA_PROTOCOL_PROTOCOL_H
+#define CA_PROTOCOL_PROTOCOL_H
 
 #include <jansson.h>
 
-#include "eval/stats.h"
+#include "protocol/stats.h"
 #include "util/diag.h"
 
 #define CA_PROTOCOL_VERSION TIMING_PROTOCOL_VERSION

@@ -1,4 +1,4 @@
-#include "eval/stats.h"
+#include "protocol/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +18,22 @@ void stats_sort(double *x, size_t n)
 {
 	if (n > 1)
 		qsort(x, n, sizeof *x, cmp_double);
+}
+
+double stats_quantile_sorted(const double *sorted, size_t n, double q)
+{
+	double pos, frac;
+	size_t lo;
+	if (n == 0)
+		return NAN;
+	if (q <= 0)
+		return sorted[0];
+	if (q >= 1)
+		return sorted[n - 1];
+	pos = q * (double)(n - 1);
+	lo = (size_t)pos;
+	frac = pos - (double)lo;
+	return lo + 1 < n ? sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]) : sorted[lo];
 }
 
 double stats_median_sorted(const double *sorted, size_t n)
@@ -154,6 +170,9 @@ void timing_protocol_defaults(struct timing_protocol *p)
 	p->l2_flush_factor = 2.0;
 	p->perturb_scale = 0.0009765625;
 	p->checks = 2;
+	p->spot_density = 6.0;
+	p->tol_abs_us = 3.0;
+	p->tol_rel = 0.03;
 }
 
 static int get_int(const json_t *obj, const char *key, int lo, int hi, int *out,
@@ -217,7 +236,12 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 			  &p->l2_flush_factor, d)) ||
 	    (rc = get_num(obj, "perturb_scale", 0.0, TIMING_MAX_PERTURB_SCALE, false,
 			  &p->perturb_scale, d)) ||
-	    (rc = get_int(obj, "checks", 0, TIMING_MAX_CHECKS, &p->checks, d)))
+	    (rc = get_int(obj, "checks", 0, TIMING_MAX_CHECKS, &p->checks, d)) ||
+	    (rc = get_num(obj, "spot_density", 0.0, TIMING_MAX_SPOT_DENSITY, false,
+			  &p->spot_density, d)) ||
+	    (rc = get_num(obj, "tol_abs_us", 0.0, TIMING_MAX_TOL_ABS_US, false, &p->tol_abs_us,
+			  d)) ||
+	    (rc = get_num(obj, "tol_rel", 0.0, TIMING_MAX_TOL_REL, false, &p->tol_rel, d)))
 		return rc;
 	if (p->min_samples > p->max_samples)
 		return ca_fail(d, CA_ERR_INVALID,
@@ -233,12 +257,13 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 
 json_t *timing_protocol_to_json(const struct timing_protocol *p)
 {
-	return json_pack("{s:i, s:i, s:f, s:i, s:i, s:f, s:f, s:f, s:f, s:i}", "version",
-			 p->version, "warmup_min_calls", p->warmup_min_calls, "warmup_min_ms",
-			 p->warmup_min_ms, "min_samples", p->min_samples, "max_samples",
-			 p->max_samples, "target_rse", p->target_rse, "budget_s", p->budget_s,
-			 "l2_flush_factor", p->l2_flush_factor, "perturb_scale", p->perturb_scale,
-			 "checks", p->checks);
+	return json_pack("{s:i, s:i, s:f, s:i, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f}",
+			 "version", p->version, "warmup_min_calls", p->warmup_min_calls,
+			 "warmup_min_ms", p->warmup_min_ms, "min_samples", p->min_samples,
+			 "max_samples", p->max_samples, "target_rse", p->target_rse, "budget_s",
+			 p->budget_s, "l2_flush_factor", p->l2_flush_factor, "perturb_scale",
+			 p->perturb_scale, "checks", p->checks, "spot_density", p->spot_density,
+			 "tol_abs_us", p->tol_abs_us, "tol_rel", p->tol_rel);
 }
 
 /* ---- the stopping rule ------------------------------------------------------------------------- */
@@ -250,7 +275,9 @@ enum timing_stop timing_protocol_stop(const struct timing_protocol *p, size_t n,
 		return TIMING_STOP_MAX_SAMPLES;
 	if (checks_pending)
 		return TIMING_CONTINUE;
-	if (n >= (size_t)p->min_samples && rse < p->target_rse)
+	if (n < (size_t)p->min_samples)
+		return TIMING_CONTINUE;
+	if (rse < p->target_rse)
 		return TIMING_STOP_CONVERGED;
 	if (loop_s >= p->budget_s)
 		return TIMING_STOP_BUDGET;

@@ -1,4 +1,4 @@
-#include "eval/protocol.h"
+#include "protocol/protocol.h"
 
 #include <math.h>
 

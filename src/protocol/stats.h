@@ -6,8 +6,8 @@
  * Ownership: functions that sort take a caller buffer or allocate a private copy and free it;
  * struct stats_running owns its sample array (stats_running_free). Nothing here keeps global
  * state; the RNG is a caller-owned value. */
-#ifndef CA_EVAL_STATS_H
-#define CA_EVAL_STATS_H
+#ifndef CA_PROTOCOL_STATS_H
+#define CA_PROTOCOL_STATS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,6 +26,8 @@
 void stats_sort(double *x, size_t n);
 /* Median of an ascending array; NAN when n == 0. */
 double stats_median_sorted(const double *sorted, size_t n);
+/* The q-quantile of an ascending array (linear interpolation, q in [0, 1]); NAN when n == 0. */
+double stats_quantile_sorted(const double *sorted, size_t n, double q);
 /* Sample standard deviation (n - 1 in the denominator); 0 when n < 2. */
 double stats_stdev(const double *x, size_t n);
 /* Relative standard error of the median: 1.2533 * stdev / sqrt(n) / median; INFINITY when
@@ -59,7 +61,7 @@ void stats_running_free(struct stats_running *r);
 
 /* ---- the protocol object ---------------------------------------------------------------------- */
 
-#define TIMING_PROTOCOL_VERSION 1
+#define TIMING_PROTOCOL_VERSION 2
 #define TIMING_MAX_SAMPLES 100000
 #define TIMING_MAX_CHECKS 1000
 #define TIMING_MAX_WARMUP_CALLS 100000
@@ -67,6 +69,9 @@ void stats_running_free(struct stats_running *r);
 #define TIMING_MAX_BUDGET_S 3600.0
 #define TIMING_MAX_FLUSH_FACTOR 64.0
 #define TIMING_MAX_PERTURB_SCALE 0.5
+#define TIMING_MAX_SPOT_DENSITY 1000.0
+#define TIMING_MAX_TOL_ABS_US 1000.0
+#define TIMING_MAX_TOL_REL 0.5
 
 struct timing_protocol {
 	int version;
@@ -78,15 +83,18 @@ struct timing_protocol {
 	double budget_s;
 	double l2_flush_factor;
 	double perturb_scale;
-	int checks;
+	int checks;          /* special checked calls (fresh, near-duplicates) among min_samples */
+	double spot_density; /* timed call i is checked with probability min(1, this / (i + 1)) */
+	double tol_abs_us;   /* claims may be below the outside bound by max(tol_abs_us, */
+	double tol_rel;      /* tol_rel * outside median) (docs/protocol.md, "The sample") */
 };
 
 /* The defaults of docs/protocol.md: 3 calls / 25 ms warm-up, 10..2000 samples, RSE 0.5%, 2 s,
- * flush 2x L2, perturbation 2^-10, 2 checks. */
+ * flush 2x L2, perturbation 2^-10, 2 special checks, spot density 6, tolerance 3 us / 3%. */
 void timing_protocol_defaults(struct timing_protocol *p);
 /* Parses the protocol object. Absent keys keep their defaults; unknown keys are ignored; present
  * keys must have the right type and lie in range (caps above, min_samples <= max_samples,
- * checks <= min_samples); version must be 1. CA_ERR_PARSE / CA_ERR_INVALID / CA_ERR_LIMIT. */
+ * checks <= min_samples); version must be TIMING_PROTOCOL_VERSION. CA_ERR_PARSE / CA_ERR_INVALID / CA_ERR_LIMIT. */
 int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, struct ca_diag *d);
 json_t *timing_protocol_to_json(const struct timing_protocol *p);
 
@@ -99,10 +107,10 @@ enum timing_stop {
 	TIMING_STOP_MAX_SAMPLES, /* max_samples taken (budget_exhausted) */
 };
 
-/* Decides after n samples, the current rse and loop_s seconds of timed-loop wall time.
- * checks_pending: a checked call has not been made yet; the budget then does not stop the loop
- * (checked calls fall within the first min_samples calls, and skipping one would let a candidate
- * avoid the check by being slow), but max_samples still does. */
+/* Decides after n samples, the current rse and loop_s seconds of timed-loop wall time (checks
+ * excluded). Never stops before min_samples calls, nor while a special checked call is pending
+ * (checks_pending: a slow candidate cannot dodge a check by exhausting the budget); then stops
+ * when converged, or when the budget is spent; max_samples always stops. */
 enum timing_stop timing_protocol_stop(const struct timing_protocol *p, size_t n, double rse,
 				      double loop_s, bool checks_pending);
 
