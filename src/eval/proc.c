@@ -175,9 +175,8 @@ int cand_proc_wait(struct cand_proc *p, json_t **answer, struct loop_fail *f)
 	const char *cmd = p->cmd ? p->cmd : "(none)";
 	struct ca_diag d = {{0}};
 	char *line = NULL;
-	const char *name, *code, *msg;
 	double left = p->limit_s - p->ran_s - (ca_now() - p->resumed_at);
-	json_t *ev;
+	json_t *ev = NULL;
 	int rc;
 
 	*answer = NULL;
@@ -211,9 +210,31 @@ int cand_proc_wait(struct cand_proc *p, json_t **answer, struct loop_fail *f)
 		loop_fail_set(f, "fault.crash", "the candidate's process died (%s)", cmd);
 		return CA_ERR_CHILD;
 	}
-	ev = json_loads(line, JSON_REJECT_DUPLICATES, NULL);
+	rc = cand_proc_judge(cmd, line, &ev, f);
 	free(line);
-	name = json_string_value(json_object_get(ev, "event"));
+	if (ev && strcmp(json_string_value(json_object_get(ev, "event")), WIRE_EV_ERROR) == 0)
+		p->dead = true; /* it exits after a fatal error */
+	if (rc == 0 && strcmp(json_string_value(json_object_get(ev, "event")), WIRE_EV_DONE) != 0 &&
+	    unasked_output(p)) {
+		loop_fail_set(f, "hack.harness_tampering",
+			      "the candidate's process wrote more than one answer to the command %s "
+			      "(events written ahead or nobody asked for)",
+			      cmd);
+		json_decref(ev);
+		return CA_ERR_REJECTED;
+	}
+	p->answer = ev;
+	*answer = ev;
+	return rc;
+}
+
+int cand_proc_judge(const char *cmd, const char *line, json_t **answer, struct loop_fail *f)
+{
+	json_t *ev = json_loads(line, JSON_REJECT_DUPLICATES, NULL);
+	const char *name = json_string_value(json_object_get(ev, "event"));
+	const char *code, *msg;
+
+	*answer = NULL;
 	if (!json_is_object(ev) || !name) {
 		json_decref(ev);
 		loop_fail_set(f, "hack.harness_tampering",
@@ -232,10 +253,7 @@ int cand_proc_wait(struct cand_proc *p, json_t **answer, struct loop_fail *f)
 				      code ? code : "none", msg ? msg : "");
 		else
 			loop_fail_set(f, code, "%.2000s", msg ? msg : "the call failed");
-		p->answer = ev;
 		*answer = ev;
-		if (strcmp(name, WIRE_EV_ERROR) == 0)
-			p->dead = true; /* it exits after a fatal error */
 		return CA_ERR_REJECTED;
 	}
 	if (!expected(cmd, name)) {
@@ -246,15 +264,6 @@ int cand_proc_wait(struct cand_proc *p, json_t **answer, struct loop_fail *f)
 		json_decref(ev);
 		return CA_ERR_REJECTED;
 	}
-	if (strcmp(name, WIRE_EV_DONE) != 0 && unasked_output(p)) {
-		loop_fail_set(f, "hack.harness_tampering",
-			      "the candidate's process wrote more than one answer to the command %s "
-			      "(events written ahead or nobody asked for)",
-			      cmd);
-		json_decref(ev);
-		return CA_ERR_REJECTED;
-	}
-	p->answer = ev;
 	*answer = ev;
 	return 0;
 }

@@ -59,6 +59,11 @@ int cand_proc_send(struct cand_proc *p, const char *cmd, json_t *fields, struct 
  * (timeout), flooded its output (fault.output_limit) or broke the protocol
  * (hack.harness_tampering). */
 int cand_proc_wait(struct cand_proc *p, json_t **answer, struct loop_fail *f);
+/* The verdict on one line the process wrote in answer to `cmd` (the unasked-output and
+ * process-state parts of cand_proc_wait left out: this is the parser, fuzzed on its own). 0 with
+ * *answer for the expected answer; CA_ERR_REJECTED with f filled, and *answer when it was a
+ * `failed` or `error` event, otherwise. The caller owns *answer. */
+int cand_proc_judge(const char *cmd, const char *line, json_t **answer, struct loop_fail *f);
 /* send + wait. */
 int cand_proc_command(struct cand_proc *p, const char *cmd, json_t *fields, json_t **answer,
 		      struct loop_fail *f);
