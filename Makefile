@@ -13,13 +13,13 @@ WORKER_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,c
                   -gencode arch=compute_90,code=compute_90
 
 WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wconversion $(WERROR)
-CPPFLAGS := -D_GNU_SOURCE -Isrc -I$(BUILD)/include -MMD -MP
+CPPFLAGS = -D_GNU_SOURCE -Isrc -I$(BUILD)/include $(CUDA_INC) -MMD -MP
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c17 $(WARNINGS) -fno-strict-aliasing
 LDLIBS   := -ljansson -lcurl -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-CORE_DIRS := util tensor task build bridge eval store sandbox report bench workspace agent
+CORE_DIRS := util tensor task build bridge protocol device eval store sandbox report bench workspace agent
 CORE_SRC  := $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
 CLI_SRC   := $(wildcard src/cli/*.c)
 WORKER_C  := $(wildcard src/worker/*.c)
@@ -27,9 +27,12 @@ WORKER_CU := $(wildcard src/worker/*.cu)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 
-CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+# The supervisor's GPU kernels (src/device/kernels.cu) are embedded in the binary as a fatbin.
+DEVICE_FATBIN := $(BUILD)/obj/src/device/kernels.fatbin
+DEVICE_BLOB   := $(BUILD)/obj/src/device/fatbin.o
+CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(DEVICE_BLOB)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
-ASAN_CORE := $(CORE_SRC:%.c=$(BUILD)/asan/%.o)
+ASAN_CORE := $(CORE_SRC:%.c=$(BUILD)/asan/%.o) $(DEVICE_BLOB)
 WORKER_OBJ := $(WORKER_C:%.c=$(BUILD)/obj/%.o) $(WORKER_CU:%.cu=$(BUILD)/obj/%.cu.o)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_BIN  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
@@ -61,6 +64,14 @@ $(BUILD)/include/cuda_agent/abi.h: include/cuda_agent/abi.h
 cli: headers $(BUILD)/cuda-agent
 $(BUILD)/cuda-agent: $(CLI_OBJ) $(BUILD)/libca.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libca.a $(LDLIBS)
+
+# No nvcc: an empty fatbin, and the supervisor says it was built without its GPU kernels.
+$(DEVICE_FATBIN): src/device/kernels.cu src/device/prep.h
+	@mkdir -p $(dir $@)
+	$(if $(HAVE_NVCC),$(NVCC) -fatbin -O3 -std=c++17 -Isrc $(WORKER_GENCODE) -o $@ $<,: > $@)
+$(DEVICE_BLOB): src/device/fatbin.S $(DEVICE_FATBIN)
+	@mkdir -p $(dir $@)
+	$(CC) -c -DCA_DEVICE_FATBIN='"$(DEVICE_FATBIN)"' -o $@ $<
 
 $(BUILD)/libca.a: $(CORE_OBJ)
 	@rm -f $@
@@ -124,9 +135,9 @@ test-wxprobe: wxprobe
 
 # libFuzzer targets: clang, each run briefly over its seed corpus in `make test`.
 FUZZ_CC ?= clang
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(CORE_SRC) | headers
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(CORE_SRC) $(DEVICE_BLOB) | headers
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined -o $@ $< $(CORE_SRC) $(LDLIBS)
+	$(FUZZ_CC) $(CPPFLAGS) -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined -o $@ $< $(CORE_SRC) $(DEVICE_BLOB) $(LDLIBS)
 fuzz: $(FUZZ_BIN)
 FUZZ_SECONDS ?= 15
 test-fuzz: $(FUZZ_BIN)
@@ -138,12 +149,13 @@ test-fuzz: $(FUZZ_BIN)
 	  else tail -n 30 $(BUILD)/fuzz/$$n.log; echo "FAIL: $$n found a crash (see $(BUILD)/fuzz/)"; exit 1; fi; done
 
 test-python:
-	cd python && $(PYTHON) -m pytest -q tests
+	cd python && $(PYTHON) -m ruff check . && $(PYTHON) -m mypy && $(PYTHON) -m pytest -q tests
 
 test-integration: all
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/run.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/bench.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/torch_formats.sh
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/protocol_cpu.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/workspace.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/agent/solve.sh
 

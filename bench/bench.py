@@ -45,17 +45,24 @@ def cli(build: Path, args: list[str], env: dict[str, str]) -> tuple[list[dict], 
     return results, wall
 
 
-def ncu_kernel_times(build: Path, run_dir: str, env: dict[str, str],
+# Kernels that are not the candidate's: the worker's and the supervisor's own, and PyTorch's
+# (the bridge computes references, and baselines when they are not cached).
+NOT_CANDIDATE = r"regex:^(?!ca_worker_|ca_dev_|void at::|at::|void \(anonymous|triton_|void cutlass)"
+
+
+def ncu_kernel_times(build: Path, task: Path, solution: Path, env: dict[str, str],
                      extra: list[str] | None = None) -> list[float] | None:
-    """Re-runs the kept worker plan under ncu; returns the candidate kernels' durations (ms)."""
+    """Evaluates the candidate under ncu (every process of the evaluation, the sandbox off so that
+    ncu can reach the candidate's process; baselines should be cached) and returns the candidate
+    kernels' durations (ms)."""
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     if not os.path.exists(ncu):
         return None
-    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
-           "--kernel-name", "regex:^(?!ca_worker_)", "--launch-count", "40", *(extra or []),
-           str(build / "cuda-agent-worker"), os.path.join(run_dir, "plan.json")]
-    proc = subprocess.run(cmd, input="continue\n", env=env, capture_output=True, text=True,
-                          timeout=900)
+    cmd = [ncu, "--target-processes", "all", "--clock-control", "none", "--metrics",
+           "gpu__time_duration.sum", "--csv", "--kernel-name", NOT_CANDIDATE, "--launch-count",
+           "40", *(extra or []), str(build / "cuda-agent"), "eval", "--json", "--no-sandbox",
+           str(task), str(solution)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     rows = [line for line in proc.stdout.splitlines() if line.startswith('"')]
     times = []
     for row in csv.DictReader(io.StringIO("\n".join(rows))):
@@ -107,15 +114,17 @@ def main() -> int:
     report["small_eval_rewards"] = [r["reward"] for r in warm]
 
     # Fidelity: 5 timings of a >= 100 us kernel, then ncu on the same kernel.
-    fid, _ = cli(args.build, ["eval", "--json", "--keep", str(BIG_TASK)] + [str(BIG_SOL)] * 5, env)
+    fid, _ = cli(args.build, ["eval", "--json", str(BIG_TASK)] + [str(BIG_SOL)] * 5, env)
     medians = [r["timing"]["candidate"]["median_ms"] for r in fid]
     cv = statistics.stdev(medians) / statistics.mean(medians)
     report["fidelity_medians_ms"] = medians
     report["fidelity_cv"] = cv
     # ncu's default cache control invalidates L2; `none` leaves the state our flush made
     # (docs/protocol.md, "The cache state at the start of a timed call, and ncu").
-    ncu_times = ncu_kernel_times(args.build, fid[-1]["run_dir"], env)
-    ncu_none = ncu_kernel_times(args.build, fid[-1]["run_dir"], env, ["--cache-control", "none"])
+    report["fidelity_bounds"] = [r["timing"]["candidate"].get("bound") for r in fid]
+    report["fidelity_outside_ms"] = [r["timing"]["candidate"].get("outside_ms") for r in fid]
+    ncu_times = ncu_kernel_times(args.build, BIG_TASK, BIG_SOL, env)
+    ncu_none = ncu_kernel_times(args.build, BIG_TASK, BIG_SOL, env, ["--cache-control", "none"])
     report["ncu_kernel_ms"] = ncu_times
     report["ncu_cache_none_kernel_ms"] = ncu_none
     ours = statistics.median(medians)
@@ -125,9 +134,6 @@ def main() -> int:
     if ncu_none:
         report["ncu_cache_none_median_ms"] = statistics.median(ncu_none)
         report["ours_vs_ncu_cache_none"] = ours / report["ncu_cache_none_median_ms"] - 1.0
-    for r in fid:
-        if r.get("run_dir"):
-            shutil.rmtree(r["run_dir"], ignore_errors=True)
 
     (out_dir / "bench.json").write_text(json.dumps(report, indent=2))
     med = statistics.median

@@ -1,12 +1,20 @@
-"""cuda_agent_bridge: the torch bridge of cuda-agent.
+"""cuda_agent_bridge: the Python side of cuda-agent (docs/protocol.md).
 
-A long-lived process (``python3 -m cuda_agent_bridge [--device auto|cuda|cpu]``) that runs a
-task's PyTorch code for the C supervisor: it describes tasks, writes reference inputs, params and
-outputs as safetensors files, and times the eager and ``torch.compile`` baselines with the shared
-timing protocol. The wire protocol is specified in docs/protocol.md ("Torch bridge").
+- The torch bridge (``python3 -m cuda_agent_bridge [--device auto|cuda|cpu]``, trusted,
+  long-lived): describes tasks, owns the evaluation's data (the slots), fills inputs and
+  parameters, checks outputs against references computed from the inputs in the slots, and
+  serves the eager and ``torch.compile`` baselines one timed call at a time.
+- The PyTorch runner (``python3 -m cuda_agent_bridge.runner PLAN.json``, untrusted once
+  candidate code ran): a PyTorch-format candidate's process, driven by the supervisor one
+  command at a time (package ``runner``).
 
-Modules: ``server`` (JSON-lines loop and the ops), ``tasks`` (loading, seeding, validation),
-``timing`` (the shared timing protocol), ``files`` (safetensors I/O), ``errors`` (error codes).
+Modules: ``server`` (the bridge's JSON-lines loop and ops), ``tasks`` (loading, seeding,
+validation), ``slots`` (the shared memory), ``timing`` (the stopwatch around one call),
+``wire`` (JSON-safe numbers, scalar arguments), ``refusal`` (torch compute refused in a
+candidate's forward), ``errors``, ``capped`` (capped reads), ``torch_build`` (building
+PyTorch-format candidates), ``rows`` (parquet rows for the importer).
+
+Importing this package imports nothing else: the runner takes its stdio before any other code.
 """
 
 __version__ = "0.1.0"

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .server import Context, serve
     from .tasks import TaskStore, disable_tf32
-    from .timing import Clock
+    from .timing import l2_bytes
 
     if args.device == "cpu" or (args.device == "auto" and not torch.cuda.is_available()):
         device = torch.device("cpu")
@@ -57,21 +57,21 @@ def main(argv: list[str] | None = None) -> int:
     else:
         device = torch.device("cuda", torch.cuda.current_device())
     disable_tf32()
-    clock = Clock(device)
+    is_cuda = device.type == "cuda"
     ready = {
         "event": "ready",
         "torch": torch.__version__,
         "python": platform.python_version(),
         "device": device.type,
-        "gpu_name": torch.cuda.get_device_name(device) if clock.is_cuda else None,
+        "gpu_name": torch.cuda.get_device_name(device) if is_cuda else None,
         "cuda": torch.version.cuda,
-        "l2_bytes": clock.l2_bytes if clock.is_cuda else None,
+        "l2_bytes": l2_bytes(device) if is_cuda else None,
     }
     answers.write(json.dumps(ready) + "\n")
     answers.flush()
     logging.info("ready on %s (torch %s)", device, torch.__version__)
     try:
-        return serve(requests, answers, Context(TaskStore(device), clock))
+        return serve(requests, answers, Context(TaskStore(device)))
     except (BrokenPipeError, KeyboardInterrupt):
         return 0
 

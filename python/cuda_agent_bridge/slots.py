@@ -1,15 +1,17 @@
-"""Output slots: memory the bridge allocates and the candidate's runner writes its outputs into, so
-that large outputs are compared where they were computed instead of going through files.
+"""Slots: the evaluation's data in memory the bridge allocates and exports (docs/protocol.md,
+"Slots"): the parameters, R input sets, the outputs of one call.
 
-Contract (docs/protocol.md, "Device data"):
+Contract:
 - ``Slot.allocate(kind, nbytes, device)`` (bridge): ``kind`` ``"cuda"`` makes a CUDA virtual
   memory allocation that can be exported as a POSIX file descriptor (``cuMemCreate`` with
   ``CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR``); ``"cpu"`` makes a ``memfd``. ``Slot.fd`` is the
   descriptor to hand over (SCM_RIGHTS); ``Slot.bytes()`` is a uint8 tensor over the memory.
-- ``Slot.attach(kind, fd, nbytes, device)`` (runner): maps a received descriptor the same way.
-  The runner owns its mapping; the bridge owns the memory (it lives until both have closed it).
-- ``layout(outputs)``: each output's byte offset in a slot (256-byte aligned, spec order) and
-  the slot's size. The layout is the same on both sides because both compute it from the spec.
+- ``Slot.attach(kind, fd, nbytes, device)`` (the candidate's process, tests): maps a received
+  descriptor the same way. Each process owns its mapping; the memory lives until every process
+  has closed it.
+- ``layout(entries)``: each tensor's byte offset in a slot (spec order, 256-byte aligned) and the
+  slot's size (at least 256, also for an empty list). src/protocol/layout.c computes the same
+  from the same spec. ``tensor_views(slot, entries)``: the tensors of a list as views of a slot.
 - ``send_fds``: the bridge's side of the descriptor channel (fd from ``CUDA_AGENT_FD_CHANNEL``).
 Failures raise ``SlotError`` with one line saying what failed.
 """
@@ -27,6 +29,8 @@ import torch
 
 ALIGN = 256
 MAX_SLOTS = 32  # CA_MAX_PASS_FDS on the C side
+MAX_INPUTS = 16  # input slots (rotation sets) per evaluation
+MAX_SLOT_BYTES = 1 << 47
 _POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 _PINNED = 1  # CU_MEM_ALLOCATION_TYPE_PINNED
 _LOC_DEVICE = 1  # CU_MEM_LOCATION_TYPE_DEVICE
@@ -143,12 +147,12 @@ class Slot:
         _check(lib, lib.cuMemCreate(ctypes.byref(slot._handle), ctypes.c_size_t(size),
                                     ctypes.byref(prop), ctypes.c_ulonglong(0)),
                f"cuMemCreate of {size} bytes")
-        fd = ctypes.c_int(-1)
+        exported = ctypes.c_int(-1)
         try:
-            _check(lib, lib.cuMemExportToShareableHandle(ctypes.byref(fd), slot._handle,
+            _check(lib, lib.cuMemExportToShareableHandle(ctypes.byref(exported), slot._handle,
                                                           _POSIX_FD, ctypes.c_ulonglong(0)),
                    "cuMemExportToShareableHandle")
-            slot.fd = fd.value
+            slot.fd = exported.value
             slot._map_cuda(size)
         except SlotError:
             slot.close()
@@ -216,6 +220,12 @@ class Slot:
             count *= int(n)
         return self.bytes()[offset:offset + count * size].view(dtype).view(tuple(shape))
 
+    def close_fd(self) -> None:
+        """Closes the descriptor; the mapping stays."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
     def close(self) -> None:
         self._tensor = None
         if self.kind == "cuda" and _driver is not None:
@@ -235,9 +245,7 @@ class Slot:
             except BufferError:  # a view is still alive; the mapping goes with the process
                 pass
             self._mm = None
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.close_fd()
 
 
 def _nbytes(entry: dict[str, Any]) -> int:
@@ -249,14 +257,27 @@ def _nbytes(entry: dict[str, Any]) -> int:
     return count * dtype_from_name(str(entry["dtype"])).itemsize
 
 
-def layout(outputs: Sequence[dict[str, Any]]) -> tuple[list[int], int]:
-    """Each output's offset in a slot (spec order, ALIGN-aligned) and the slot's size."""
+def layout(entries: Sequence[dict[str, Any]]) -> tuple[list[int], int]:
+    """Each tensor's offset in a slot (spec order, ALIGN-aligned) and the slot's size.
+
+    entries: ``{"dtype": name, "shape": [...]}`` (spec entries; other keys ignored)."""
     offsets: list[int] = []
     at = 0
-    for entry in outputs:
+    for entry in entries:
         offsets.append(at)
         at += -(-_nbytes(entry) // ALIGN) * ALIGN
     return offsets, max(at, ALIGN)
+
+
+def tensor_views(slot: Slot, entries: Sequence[dict[str, Any]]) -> list[torch.Tensor]:
+    """The entries' tensors as views of the slot (no copy), at layout(entries)'s offsets."""
+    from .tasks import dtype_from_name
+
+    offsets, size = layout(entries)
+    if size > slot.nbytes:
+        raise SlotError(f"the tensors need {size} bytes; the slot holds {slot.nbytes}")
+    return [slot.view(at, dtype_from_name(str(e["dtype"])), [int(n) for n in e["shape"]])
+            for e, at in zip(entries, offsets, strict=True)]
 
 
 def send_fds(fds: Sequence[int]) -> None:

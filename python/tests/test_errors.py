@@ -103,52 +103,71 @@ def test_bad_task_json(bridge: Bridge, tmp_path: Path) -> None:
     assert error["code"] == "task.syntax_error" and "'fp8'" in error["message"]
 
 
-def test_forward_raising_in_reference_and_time(bridge: Bridge, tmp_path: Path) -> None:
+def test_forward_raising_in_check_and_bench_call(bridge: Bridge, tmp_path: Path) -> None:
     task = write_task(tmp_path, "t", model_with_forward("        raise KeyError('k')\n"))
-    sets = [{"seed": 1, "inputs_path": str(tmp_path / "i"), "outputs_path": str(tmp_path / "o")}]
-    error = bridge.error("reference", task_dir=str(task), model_seed=0,
-                         params_path=str(tmp_path / "p"), sets=sets)
-    assert error["code"] == "task.forward_raised"
-    error = bridge.error("time", task_dir=str(task), model_seed=0, seeds=[1], modes=["eager"],
-                         protocol={})
-    assert error["code"] == "task.forward_raised"
+    slots = bridge.slots(256, 256, 1, 256)
+    try:
+        bridge.ok("fill", task_dir=str(task), params=True, model_seed=0,
+                  sets=[{"input": 0, "seed": 1}])
+        error = bridge.error("check", task_dir=str(task), model_seed=0, input=0, scalars=[],
+                             atol=0, rtol=0)
+        assert error["code"] == "task.forward_raised" and "KeyError" in error["message"]
+        assert bridge.ok("bench_open", task_dir=str(task), model_seed=0, mode="eager") == {}
+        error = bridge.error("bench_call", input=0, scalars=[])
+        assert error["code"] == "task.forward_raised"
+    finally:
+        bridge.ok("slots_close")
+        slots.close()
 
 
-def test_unwritable_path_is_bridge_internal(bridge: Bridge, tmp_path: Path) -> None:
-    task = write_task(tmp_path, "t", ELEMENTWISE)
-    sets = [{"seed": 1, "inputs_path": str(tmp_path / "i"), "outputs_path": None}]
-    error = bridge.error("reference", task_dir=str(task), model_seed=0,
-                         params_path=str(tmp_path), sets=sets)  # a directory
-    assert error["code"] == "bridge.internal"
-    assert error["message"].startswith(f"cannot write {tmp_path}:")
-
-
+SLOTS = {"params_bytes": 256, "input_bytes": 256, "inputs": 1, "output_bytes": 256}
 BAD_FIELDS: list[tuple[str, dict[str, object], str]] = [
     ("describe", {"seed": 1}, "describe: missing field 'task_dir'"),
     ("describe", {"task_dir": "/x"}, "describe: missing field 'seed'"),
     ("describe", {"task_dir": "/x", "seed": "1"}, "seed"),
     ("describe", {"task_dir": "/x", "seed": -1}, "seed"),
     ("describe", {"task_dir": 3, "seed": 1}, "'task_dir' must be a non-empty string"),
-    ("reference", {"task_dir": "/x", "model_seed": 1, "params_path": "/p", "sets": []}, "sets"),
-    ("reference", {"task_dir": "/x", "model_seed": 1, "params_path": "/p",
-                   "sets": [{"seed": 1}]}, "sets[0].inputs_path"),
-    ("time", {"task_dir": "/x", "model_seed": 1, "seeds": [1], "modes": ["fast"],
-              "protocol": {}}, "modes"),
-    ("time", {"task_dir": "/x", "model_seed": 1, "seeds": [], "modes": ["eager"],
-              "protocol": {}}, "seeds"),
-    ("time", {"task_dir": "/x", "model_seed": 1, "seeds": [1], "modes": ["eager"],
-              "protocol": {"version": 2}}, "protocol.version"),
-    ("time", {"task_dir": "/x", "model_seed": 1, "seeds": [1], "modes": ["eager"],
-              "protocol": {"min_samples": "ten"}}, "protocol.min_samples"),
-    ("time", {"task_dir": "/x", "model_seed": 1, "seeds": [1], "modes": ["eager"]},
-     "missing field 'protocol'"),
+    ("slots", dict(SLOTS, inputs=0), "'inputs' must be an integer in [1, 16]"),
+    ("slots", dict(SLOTS, inputs=17), "'inputs' must be an integer in [1, 16]"),
+    ("slots", dict(SLOTS, output_bytes=0), "'output_bytes' must be an integer"),
+    ("slots", dict(SLOTS, params_bytes=True), "'params_bytes' must be an integer"),
+    ("slots", {"params_bytes": 256, "inputs": 1, "output_bytes": 256},
+     "missing field 'input_bytes'"),
+    ("fill", {"task_dir": "/x", "params": 1, "sets": []}, "'params' must be a boolean"),
+    ("fill", {"task_dir": "/x", "params": True, "sets": []}, "missing field 'model_seed'"),
+    ("fill", {"task_dir": "/x", "params": False, "sets": {}}, "'sets' must be a list"),
+    ("fill", {"task_dir": "/x", "params": False, "sets": [{"input": 0}]}, "sets[0].seed"),
+    ("fill", {"task_dir": "/x", "params": False, "sets": [3]}, "sets[0] must be an object"),
+    ("fill", {"task_dir": "/x", "params": False,
+              "sets": [{"input": 0, "seed": 1}, {"input": 0, "seed": 2}]}, "the same input"),
+    ("fill", {"task_dir": "/x", "params": False, "sets": [{"input": 0, "seed": 1}] * 65},
+     "at most 64"),
+    ("check", {"task_dir": "/x", "model_seed": 0, "input": 5, "scalars": [], "atol": 0,
+               "rtol": 0}, "'input' must be an integer in [0, 0]"),
+    ("check", {"task_dir": "/x", "model_seed": 0, "input": 0, "scalars": [], "atol": 0,
+               "rtol": 0}, "inputs[0] was never filled"),
+    ("bench_open", {"task_dir": "/x", "model_seed": 0, "mode": "fast"}, "'mode' must be"),
+    ("bench_empty", {"input": 1}, "'input' must be an integer in [0, 0]"),
 ]
 
 
 @pytest.mark.parametrize("op,fields,message", BAD_FIELDS)
 def test_bad_fields(bridge: Bridge, op: str, fields: dict[str, object], message: str) -> None:
-    error = bridge.error(op, **fields)
-    assert error["code"] == "bridge.bad_request" and message in error["message"], error
+    slots = bridge.slots(256, 256, 1, 256) if op != "slots" else None
+    try:
+        error = bridge.error(op, **fields)
+        assert error["code"] == "bridge.bad_request" and message in error["message"], error
+    finally:
+        bridge.ok("slots_close")
+        if slots is not None:
+            slots.close()
+
+
+def test_overlong_request_line(bridge: Bridge) -> None:
+    answer = bridge.send_raw(b'{"id": 3, "op": "describe", "x": "' + b"y" * (1 << 20) + b'"}')
+    assert answer == {"id": None, "ok": False, "error": {
+        "code": "bridge.bad_request", "message": "request line longer than 1048576 bytes"}}
+    assert bridge.ok("slots_close") == {"closed": 0}  # the next line is read as it should be
 
 
 @pytest.mark.parametrize(

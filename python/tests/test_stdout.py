@@ -42,14 +42,18 @@ def test_printing_task_keeps_protocol_clean(tmp_path: Path) -> None:
     b = Bridge()
     try:
         # Bridge.read_line json-parses every stdout line, so any stray output fails here.
-        assert b.ok("describe", task_dir=str(task), seed=1)["outputs"][0]["shape"] == [4]
-        sets = [{"seed": 2, "inputs_path": str(tmp_path / "i"),
-                 "outputs_path": str(tmp_path / "o")}]
-        assert b.ok("reference", task_dir=str(task), model_seed=0,
-                    params_path=str(tmp_path / "p"), sets=sets)["sets"] == 1
-        protocol = {"min_samples": 3, "max_samples": 5, "budget_s": 0.5, "l2_flush_factor": 0}
-        assert b.ok("time", task_dir=str(task), model_seed=0, seeds=[1], modes=["eager"],
-                    protocol=protocol)["eager"]["samples"] >= 3
+        spec = b.ok("describe", task_dir=str(task), seed=1)
+        assert spec["outputs"][0]["shape"] == [4]
+        slots = b.slots_for(spec, 1)
+        try:
+            assert b.ok("fill", task_dir=str(task), model_seed=0, params=True,
+                        sets=[{"input": 0, "seed": 2}])["scalars"] == [[]]
+            assert b.ok("check", task_dir=str(task), model_seed=0, input=0, scalars=[], atol=0,
+                        rtol=0)["outputs"][0]["numel"] == 4
+            assert b.ok("bench_open", task_dir=str(task), model_seed=0, mode="eager") == {}
+            assert b.ok("bench_call", input=0, scalars=[])["ev_ms"] >= 0
+        finally:
+            slots.close()
         assert b.request("shutdown")["ok"]
         assert b.proc.stdout is not None
         assert b.unread() + b.proc.stdout.read() == b""  # nothing after the last answer

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "bench/results_db.h"
-#include "eval/protocol.h"
+#include "protocol/protocol.h"
 #include "report/report.h"
 #include "task/task.h"
 #include "util/clock.h"

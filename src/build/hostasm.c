@@ -794,7 +794,8 @@ int hostasm_check_file(const struct hostasm_unit *u, const char *path, struct ru
 				line = grown;
 				line_cap = cap;
 			}
-			memcpy(line + line_len, chunk + start, piece);
+			if (piece) /* a line may be empty before anything was allocated */
+				memcpy(line + line_len, chunk + start, piece);
 			line_len += piece;
 			start = i + 1;
 			if (eol) {

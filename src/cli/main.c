@@ -52,15 +52,11 @@ static const char options_help[] =
 	"  --arch sm_XX           GPU architecture (default: detected, else sm_90)\n"
 	"  --no-cache             rebuild every translation unit\n"
 	"  --refresh-baselines    re-measure eager and torch.compile even if cached\n"
-	"  --keep                 keep the run directory (reference data, worker files)\n"
+	"  --keep                 keep the run directory (plan, the candidate's stderr)\n"
 	"  --timeout SECONDS      watchdog for the candidate's process (default 60 + 2 x budget)\n"
 	"  --format F             the candidate's format: auto (default), native (kernels/),\n"
 	"                         workdir (CUDA-Agent: binding.cpp, model_new.py, kernels/) or\n"
 	"                         kernelbench (a .py file defining ModelNew, load_inline)\n"
-	"  --data D               PyTorch-format candidates: auto (default: device data when one\n"
-	"                         call's tensors reach 256 MB), files (sets in the run directory)\n"
-	"                         or device (sets made on the GPU from the seeds, outputs\n"
-	"                         compared where they are: docs/protocol.md)\n"
 	"  --python PATH          Python with torch for the bridge ($CUDA_AGENT_PYTHON, python3)\n"
 	"  --device auto|cuda|cpu where the bridge runs PyTorch (default auto)\n"
 	"  --no-sandbox           run the candidate's worker without the sandbox (namespaces,\n"
@@ -123,8 +119,7 @@ int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
 int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_line)
 {
 	enum { O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH,
-	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT,
-	       O_DATA };
+	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT };
 	static const struct option longopts[] = {
 		{"task", required_argument, NULL, O_TASK},
 		{"json", no_argument, NULL, O_JSON},
@@ -141,7 +136,6 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_li
 		{"sandbox", no_argument, NULL, O_SANDBOX},
 		{"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
 		{"format", required_argument, NULL, O_FORMAT},
-		{"data", required_argument, NULL, O_DATA},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -196,18 +190,6 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_li
 		case O_PYTHON: c->python = optarg; break;
 		case O_SANDBOX: c->opts.sandbox = true; break;
 		case O_NO_SANDBOX: c->opts.sandbox = false; break;
-		case O_DATA:
-			if (strcmp(optarg, "auto") == 0) {
-				c->opts.data = EVAL_DATA_AUTO;
-			} else if (strcmp(optarg, "files") == 0) {
-				c->opts.data = EVAL_DATA_FILES;
-			} else if (strcmp(optarg, "device") == 0) {
-				c->opts.data = EVAL_DATA_DEVICE;
-			} else {
-				fprintf(stderr, "cuda-agent: --data takes auto, files or device\n");
-				return EXIT_USAGE;
-			}
-			break;
 		case O_FORMAT: {
 			struct ca_diag fd = {{0}};
 			if (candidate_format_parse(optarg, &c->opts.format, &fd)) {

@@ -1,11 +1,12 @@
 /* eval: the supervisor. Evaluates one candidate against one task and produces the result JSON
- * (docs/result.md): build -> describe -> reference data (secret seeds) -> GPU worker (verify,
- * timing, profile) -> comparison -> baselines (cached) -> reward.
+ * (docs/result.md): build -> describe -> slots (the bridge's GPU memory) -> the candidate's
+ * process (calibrated before it loads the candidate) -> verification trials -> the timed loop
+ * -> baselines (cached, else the same loop) -> reward. Every seed, every check and every number
+ * of the result is decided here or in the bridge, never in the candidate's process
+ * (docs/security.md, "The trust boundary").
  *
  * An eval_session holds what is worth keeping warm across evaluations: the torch bridge (a
- * Python process that takes seconds to start) and the baseline cache. Reference outputs are
- * written into a private directory of the run that the worker is never told about; the worker
- * sees inputs and parameters only.
+ * Python process that takes seconds to start) and the baseline cache.
  *
  * eval_run() returns 0 whenever it produced a result, whatever the verdict (the verdict is in
  * the result's "reason"), and a negative code only when it could not evaluate at all (bad
@@ -17,7 +18,7 @@
 #include <stdbool.h>
 
 #include "bridge/bridge.h"
-#include "eval/protocol.h"
+#include "protocol/protocol.h"
 #include "eval/torch_candidate.h"
 #include "store/baseline_cache.h"
 #include "util/diag.h"
@@ -25,13 +26,6 @@
 #define CA_RESULT_SCHEMA "cuda-agent.result/1"
 
 enum eval_mode { EVAL_COMPILE, EVAL_VERIFY, EVAL_PROFILE, EVAL_FULL };
-
-/* Where a PyTorch-format candidate's data lives (docs/protocol.md, "Device data"): files in the
- * run directory, or made on the device from the seeds by both the bridge and the runner, with
- * the runner's outputs left in bridge-owned slots and compared by the bridge. AUTO: device data
- * for PyTorch-format candidates on a GPU when one call's tensors reach EVAL_DEVICE_DATA_BYTES. */
-enum eval_data { EVAL_DATA_AUTO, EVAL_DATA_FILES, EVAL_DATA_DEVICE };
-#define EVAL_DEVICE_DATA_BYTES (256.0 * 1024 * 1024)
 
 struct eval_opts {
 	enum eval_mode mode;
@@ -43,14 +37,14 @@ struct eval_opts {
 	const char *arch;           /* NULL: detected */
 	bool no_build_cache;
 	bool refresh_baselines;     /* re-measure eager/compile even if cached */
-	bool keep_run_dir;          /* keep reference data and worker files for inspection */
-	double worker_timeout_s;    /* watchdog for one worker process (0: 60 s + timing budget) */
+	bool keep_run_dir;          /* keep the run directory (plan, stderr) for inspection */
+	double worker_timeout_s;    /* watchdog: seconds the candidate's process may run (0: 60 s
+				       + twice the timing budget); it is stopped between calls */
 	const char *worker_path;    /* NULL: $CUDA_AGENT_WORKER, else next to this executable */
 	const char *baseline_db;    /* NULL: <cache>/baselines.sqlite */
 	int profile_calls;          /* 0: 5 */
 	bool sandbox;               /* run the worker in the sandbox (src/sandbox); default on
 				       (eval_opts_defaults), off when $CUDA_AGENT_SANDBOX=0 */
-	enum eval_data data;        /* default AUTO */
 };
 
 struct eval_session {

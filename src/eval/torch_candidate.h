@@ -49,7 +49,7 @@ int candidate_format_detect(const char *path, enum candidate_format *fmt, char *
 
 #define PY_RUNTIME_MAX_DIRS 16
 
-/* What the sandbox must show for `python -m cuda_agent_bridge.candidate` to run. */
+/* What the sandbox must show for `python -m cuda_agent_bridge.runner` to run. */
 struct python_runtime {
 	char exe[PATH_MAX];        /* sys.executable (absolute) */
 	char package_dir[PATH_MAX]; /* <install root>/python: PYTHONPATH */

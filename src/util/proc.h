@@ -69,6 +69,9 @@ int ca_child_write(struct ca_child *c, const char *buf, size_t len, struct ca_di
  * Lines longer than max_line are an error. timeout_s <= 0 waits forever. */
 int ca_child_read_line(struct ca_child *c, size_t max_line, double timeout_s, char **line,
 		       struct ca_diag *d);
+/* The same, polling without sleeping for the first spin_s seconds (low-latency answers). */
+int ca_child_read_line_spin(struct ca_child *c, size_t max_line, double timeout_s,
+			    double spin_s, char **line, struct ca_diag *d);
 /* Closes the pipes, waits up to grace_s for the child to exit, then kills its group. */
 void ca_child_close(struct ca_child *c, double grace_s);
 /* Like ca_child_close, and reports how the child ended in r (exit_code, term_signal,

@@ -9,7 +9,6 @@
 #include "worker/activity.h"
 #include "worker/events.h"
 #include "worker/kernels.h"
-#include "worker/timing.h"
 
 /* From the C++ runtime (libstdc++, linked into the worker): demangles a C++ symbol. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
@@ -155,45 +154,27 @@ out:
 	return best_ms > 0 ? 2.0 * (double)bytes / (best_ms * 1e-3) / 1e9 : 0;
 }
 
-int profile_run(struct gpu_ctx *g, struct candidate *c, const struct plan_profile *plan,
-		struct tensor_set *params, struct tensor_set *args, struct tensor_set *outputs,
-		struct profile_result *r, struct worker_error *e)
+int profile_begin(struct worker_error *e)
 {
-	bool enabled = false;
-	char what[64];
+	static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
+	agg_reset();
+	return activity_begin(kinds, 1, profile_sink, NULL, "profile.cupti_error", e);
+}
+
+void profile_abort(void)
+{
+	activity_abort();
+	agg_reset();
+}
+
+int profile_end(struct gpu_ctx *g, int calls, struct profile_result *r, struct worker_error *e)
+{
 	int rc;
 
 	memset(r, 0, sizeof *r);
-	agg_reset();
-	if ((rc = tensor_set_load_file(params, plan->params, e)) ||
-	    (rc = candidate_setup(c, g, params, "profile params", e)) ||
-	    (rc = tensor_set_load_file(args, plan->inputs, e)))
-		return rc;
-
-	/* One warm-up call outside the trace (module loading, lazy initialization). */
-	if ((rc = timing_prepare_common(g, args, params, outputs, 0, "profile warm-up call", e)) ||
-	    (rc = timing_plain_call(g, c, args, params, outputs, "profile warm-up call", e)))
-		return rc;
-
-	{
-		static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
-		if ((rc = activity_begin(kinds, 1, profile_sink, NULL, "profile.cupti_error", e)))
-			return rc;
-	}
-	enabled = true;
-
-	for (int i = 0; i < plan->calls; i++) {
-		snprintf(what, sizeof what, "profile call %d", i + 1);
-		if ((rc = timing_prepare_common(g, args, params, outputs, i + 1, what, e)) ||
-		    (rc = timing_plain_call(g, c, args, params, outputs, what, e)))
-			goto out;
-		r->forward_calls++;
-	}
-
-	enabled = false;
+	r->forward_calls = calls;
 	if ((rc = activity_end(&r->dropped_records, "profile.cupti_error", e)))
 		goto out;
-
 	if (agg_oom) {
 		rc = werr(e, "profile.cupti_error", false, CA_ERR_NOMEM,
 			  "out of host memory aggregating kernel records");
@@ -209,8 +190,6 @@ int profile_run(struct gpu_ctx *g, struct candidate *c, const struct plan_profil
 		qsort(r->kernels, r->n, sizeof *r->kernels, cmp_total);
 	r->copy_gbps = measure_copy_gbps(g);
 out:
-	if (enabled)
-		activity_abort(); /* after a candidate failure: the context may be broken */
 	if (rc)
 		agg_reset();
 	return rc;

@@ -1,14 +1,13 @@
 /* profile: a per-kernel GPU time table of the candidate from CUPTI activity records (the agent's
- * profiling feedback; not a timing measurement).
+ * profiling feedback; not a timing measurement, and nothing of it decides a reward).
  *
- * profile_run() uploads the profile params (then ca_setup) and inputs, makes one warm-up call,
- * enables CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, makes `calls` calls (each prepared like a timed
- * call: L2 flush and output poison, untimed), flushes and disables the activity API, and
- * aggregates kernel records by name. Then it measures the device's copy bandwidth (best of 5
- * device-to-device copies of up to 512 MiB, bytes read plus written), the ceiling against which
- * the supervisor reports the candidate's achieved bandwidth. The worker's own kernels (CA_WORKER_KERNEL_PREFIX) are left
- * out. CUPTI problems are reported as profile.cupti_error (not fatal, not the candidate's fault);
- * the candidate's failures as usual (abi.forward_failed, fault.*).
+ * profile_begin() enables CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL; the caller then makes its calls
+ * (the supervisor prepares each like a timed call: L2 flush and output poison); profile_end()
+ * flushes and disables the activity API, aggregates kernel records by name, and measures the
+ * device's copy bandwidth (best of 5 device-to-device copies of up to 512 MiB, bytes read plus
+ * written), the ceiling against which the supervisor reports the candidate's achieved
+ * bandwidth. The worker's own kernels (CA_WORKER_KERNEL_PREFIX) are left out. CUPTI problems are
+ * reported as profile.cupti_error (not fatal, not the candidate's fault).
  *
  * Ownership: profile_result owns its kernel entries and names (profile_result_free). */
 #ifndef CA_WORKER_PROFILE_H
@@ -21,7 +20,6 @@
 
 #include "worker/candidate.h"
 #include "worker/gpu.h"
-#include "worker/plan.h"
 
 #define PROFILE_MAX_KERNELS 1024   /* distinct names kept; the rest are lumped together */
 #define PROFILE_NAME_MAX_JSON 512  /* demangled names are cut to this many bytes in the event */
@@ -42,9 +40,10 @@ struct profile_result {
 	double copy_gbps; /* measured device-to-device copy bandwidth (read + write), 0 if unknown */
 };
 
-int profile_run(struct gpu_ctx *g, struct candidate *c, const struct plan_profile *plan,
-		struct tensor_set *params, struct tensor_set *args, struct tensor_set *outputs,
-		struct profile_result *r, struct worker_error *e);
+int profile_begin(struct worker_error *e);
+int profile_end(struct gpu_ctx *g, int calls, struct profile_result *r, struct worker_error *e);
+/* After a failed call: recording off, records dropped. */
+void profile_abort(void);
 /* {"kernels": [{"name", "calls", "total_ns", "avg_ns", "grid", "block", "registers",
  *  "static_smem", "dynamic_smem"}], "total_ns", "forward_calls", "dropped_records",
  *  "peak_copy_gbps" (null if unmeasured)}; names are

@@ -2,9 +2,13 @@
 # A candidate suite's build half (no GPU): compiles every candidate with the real build driver
 # against its task and checks the verdict against its expect.json:
 #   honest / control         -> compiled (reason ok)
-#   cheat / fault, stage run -> compiled (it is caught at run time: run.sh)
+#   cheat / fault, stage run -> compiled (it is caught at run time: run.sh), or rejected with one
+#                               of its reasons that a build can give (build.*; for PyTorch formats
+#                               also hack.harness_tampering, hack.torch_compute, sandbox.violation)
 #   stage build              -> rejected with one of its reasons
 # and that every expect.json is well formed (tests/adversarial/suite.py list checks them).
+# Candidates of every format: native (kernels/), kernelbench (model_new.py) and CUDA-Agent
+# workdirs; the PyTorch formats build with the Python of $PYTHON (torch, nvcc: torch_build).
 # Usage: tests/adversarial/check_build.sh [--suite DIR]   (default tests/adversarial; the fault
 # suite: --suite tests/faults, or tests/faults/check_build.sh)
 # Compiles run in parallel ($ADV_JOBS or $FAULT_JOBS, default: the number of CPUs) and go through
@@ -36,7 +40,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 [ -x "$cli" ] || { echo "missing $cli: run make first"; exit 1; }
 
-# ---- the expectations: one line per candidate "kind<TAB>name<TAB>dir<TAB>task dir<TAB>stage<TAB>reasons"
+# ---- the expectations: one line per candidate
+# "kind<TAB>name<TAB>dir<TAB>task dir<TAB>stage<TAB>reasons<TAB>reasons also accepted at build"
 if ! "$py" tests/adversarial/suite.py list "$suite" >"$tmp/list" 2>"$tmp/list.err"; then
   bad "expect.json files of ${suite#"$PWD"/} are well formed" "$(cat "$tmp/list.err")"
 else
@@ -57,7 +62,7 @@ cut -f1-4 "$tmp/list" | xargs -P "$jobs" -L 1 bash -c '
 echo "compiled $(wc -l <"$tmp/list") candidates in $(( $(date +%s) - start )) s ($jobs jobs)"
 
 # ---- verdicts
-while IFS=$'\t' read -r kind name dir task stage reasons; do
+while IFS=$'\t' read -r kind name dir task stage reasons at_build; do
   res="$tmp/res/${kind}__${name}.json"
   got="$("$py" - "$res" <<'PY'
 import json, sys
@@ -72,10 +77,19 @@ PY
   detail="rc $(cat "$tmp/res/${kind}__${name}.rc" 2>/dev/null); $code: $msg; stderr: $(tail -c 300 "$tmp/res/${kind}__${name}.err" 2>/dev/null)"
   case "$kind/$stage" in
     honest/* | control/*) label="$kind $name compiles (${task##*/})"; want=ok ;;
-    */run) label="$kind $name compiles (caught at run time: $reasons)"; want=ok ;;
+    */run)
+      label="$kind $name compiles (caught at run time: $reasons)"; want=ok
+      # A run-time cheat may already be caught at build, with one of its reasons a build gives.
+      [ "$at_build" = - ] || want="ok,$at_build" ;;
     *) label="$kind $name rejected at build with one of $reasons"; want="$reasons" ;;
   esac
-  if [[ ",$want," == *",$code,"* ]]; then ok "$label"; else bad "$label" "$dir: $detail"; fi
+  if [[ ",$want," != *",$code,"* ]]; then
+    bad "$label" "$dir: $detail"
+  elif [ "$stage" = run ] && [ "$code" != ok ]; then
+    ok "$kind $name rejected at build already with $code (one of its reasons; its run-time defence is not exercised)"
+  else
+    ok "$label"
+  fi
 done <"$tmp/list"
 
 finish

@@ -3,8 +3,12 @@
 # task and checks the result against its expect.json. One eval call per task (one warm torch
 # bridge for all its candidates); a candidate the call never reached is a failure (no-result).
 # Two suites share this script (loader and runner: tests/adversarial/suite.py):
-#   tests/adversarial (default; honest/ and cheats/):
-#     honest -> correct, reward >= 1;  cheat -> reward -1 with reason.code among its "reasons"
+#   tests/adversarial (default; honest/ and cheats/; native, kernelbench and workdir candidates
+#   side by side, each detected by cuda-agent):
+#     honest -> correct, reward >= 1;  cheat -> reward -1 with reason.code among its "reasons";
+#     a cheat with "expect": "held" -> that, or correct with timing.candidate.median_ms at least
+#     (1 - its "tolerance", default 0.10) x its "twin"'s in the same run and a reward no higher
+#     than the twin's (the twin is evaluated whenever the cheat is)
 #   tests/faults (--suite tests/faults, or tests/faults/run.sh; no split):
 #     fault  -> reward -1 with one of its reasons, ended within the watchdog + 30 s, and none of
 #               its "host_files" left on the host; each fault is followed by the task's control

@@ -3,7 +3,8 @@
 # torch_build (real nvcc and g++ with torch's headers, content-addressed units: a copy is fully
 # cached, one changed kernel recompiles one unit), the KernelBench build (load_inline calls
 # recorded in the sandbox, then built), and the errors: compiler errors with file:line, a file
-# that does not import, import-time code the sandbox forbids, refused flags, a format mismatch.
+# that does not import, import-time code the static check refuses, refused flags, a format
+# mismatch.
 # eval on this machine stops at env.no_gpu after the build. Prints "N passed, N failed" last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -71,7 +72,9 @@ field "no ModelNew: candidate.load_failed" 'r["reason"]["code"] == "candidate.lo
 
 printf 'import os\nos.system("echo hi > /tmp/escaped")\nimport torch\nclass ModelNew(torch.nn.Module):\n    pass\n' >"$tmp/spawns.py"
 run "import-time code that starts a process" 1 "$cli" compile --json --task "$relu" "$tmp/spawns.py"
-field "starting a process at import: sandbox.violation" 'r["reason"]["code"] == "sandbox.violation"'
+# The static check reads the file before the sandboxed import runs it (docs/torch-rules.md); the
+# sandbox's seccomp is the wall behind it (tests/unit/test_sandbox.c).
+field "starting a process at import: refused by the static check, named with its line" 'r["reason"]["code"] == "hack.harness_tampering" and "spawns.py:2" in r["reason"]["message"] and r["compiled"] is False'
 
 "$py" - examples/kernelbench/candidates/level1/19_ReLU.py "$tmp/flags.py" <<'PY'
 import re, sys

@@ -1,5 +1,5 @@
-/* Unit tests for src/eval/protocol: the defaults, the range checks (one message per bad field),
- * and the timing object against docs/protocol.md and the worker's parser (eval/stats). */
+/* Unit tests for src/protocol/protocol: the defaults, the range checks (one message per bad
+ * field), and the timing object against docs/protocol.md and its parser (protocol/stats). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval/protocol.h"
-#include "eval/stats.h"
+#include "protocol/protocol.h"
+#include "protocol/stats.h"
 #include "util/fs.h"
 
 #define assert_contains(hay, needle)                                                       \
@@ -153,7 +153,7 @@ static void test_boundaries_accepted_by_worker_parser(void **state)
 	}
 }
 
-/* The ```json block under "## Shared timing protocol" in docs/protocol.md. */
+/* The ```json block under "## The timed loop" in docs/protocol.md. */
 static json_t *load_doc_timing_object(void)
 {
 	char path[PATH_MAX];
@@ -168,7 +168,7 @@ static json_t *load_doc_timing_object(void)
 		snprintf(path, sizeof path, "%s/../docs/protocol.md", b);
 	if (ca_read_file(path, 1u << 20, &text, &len, &d) != 0)
 		fail_msg("cannot read docs/protocol.md (run from the repository root): %s", d.msg);
-	char *sec = strstr(text, "## Shared timing protocol");
+	char *sec = strstr(text, "## The timed loop");
 	assert_non_null(sec);
 	char *start = strstr(sec, "```json\n");
 	assert_non_null(start);
@@ -176,9 +176,9 @@ static json_t *load_doc_timing_object(void)
 	char *end = strstr(start, "```");
 	assert_non_null(end);
 	json_t *obj = json_loadb(start, (size_t)(end - start), 0, &jerr);
+	free(text);
 	if (!obj)
 		fail_msg("docs/protocol.md timing object: %s", jerr.text);
-	free(text);
 	return obj;
 }
 

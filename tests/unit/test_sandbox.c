@@ -1892,9 +1892,10 @@ static void test_gpu_worker_starts(void **state)
 	assert_int_equal(ca_mkdirs(pub, 0755, &d), 0);
 	assert_int_equal(ca_mkdirs(work, 0755, &d), 0);
 	static const char text[] =
-		"{\"library\": \"/nonexistent/candidate.so\", \"device\": 0, \"spec\": {"
-		"\"outputs\": [{\"name\": \"o\", \"dtype\": \"float32\", \"shape\": [4]}]},"
-		" \"verify\": []}";
+		"{\"version\": 2, \"library\": \"/nonexistent/candidate.so\", \"device\": 0, "
+		"\"spec\": {\"outputs\": [{\"name\": \"o\", \"dtype\": \"float32\", \"shape\": [4]}]},"
+		" \"slots\": {\"kind\": \"cuda\", \"params\": {\"fd\": 3, \"bytes\": 256},"
+		" \"inputs\": [{\"fd\": 4, \"bytes\": 256}], \"outputs\": {\"fd\": 5, \"bytes\": 256}}}";
 	assert_int_equal(ca_write_file_atomic(plan, text, sizeof text - 1, &d), 0);
 	assert_int_equal(chmod(plan, 0644), 0);
 	assert_int_equal(chmod(tmpdir, 0711), 0);

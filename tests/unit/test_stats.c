@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval/stats.h"
+#include "protocol/stats.h"
 
 /* cmocka 1.1 has no double comparison (assert_float_equal rounds to float). */
 #define assert_near(a, b, eps) assert_true(fabs((double)(a) - (double)(b)) <= (eps))
@@ -159,6 +159,9 @@ static void assert_protocol_equal(const struct timing_protocol *a, const struct 
 	assert_true(a->l2_flush_factor == b->l2_flush_factor);
 	assert_true(a->perturb_scale == b->perturb_scale);
 	assert_int_equal(a->checks, b->checks);
+	assert_true(a->spot_density == b->spot_density);
+	assert_true(a->tol_abs_us == b->tol_abs_us);
+	assert_true(a->tol_rel == b->tol_rel);
 }
 
 static void test_protocol_parse(void **state)
@@ -167,13 +170,17 @@ static void test_protocol_parse(void **state)
 	struct timing_protocol p, def;
 	struct ca_diag d;
 
-	assert_int_equal(parse("{\"version\": 1, \"warmup_min_calls\": 5, \"warmup_min_ms\": 30,"
+	assert_int_equal(parse("{\"version\": 2, \"warmup_min_calls\": 5, \"warmup_min_ms\": 30,"
 			       " \"min_samples\": 20, \"max_samples\": 500, \"target_rse\": 0.01,"
 			       " \"budget_s\": 1.5, \"l2_flush_factor\": 3, \"perturb_scale\": 0.001,"
-			       " \"checks\": 4, \"future_key\": [1]}",
+			       " \"checks\": 4, \"spot_density\": 8, \"tol_abs_us\": 2.5,"
+			       " \"tol_rel\": 0.02, \"future_key\": [1]}",
 			       &p, &d),
 			 0);
-	assert_int_equal(p.version, 1);
+	assert_int_equal(p.version, 2);
+	assert_true(p.spot_density == 8.0);
+	assert_true(p.tol_abs_us == 2.5);
+	assert_true(p.tol_rel == 0.02);
 	assert_int_equal(p.warmup_min_calls, 5);
 	assert_true(p.warmup_min_ms == 30.0);
 	assert_int_equal(p.min_samples, 20);
@@ -201,8 +208,10 @@ static void test_protocol_rejects(void **state)
 	struct ca_diag d;
 
 	assert_int_equal(parse("[]", &p, &d), CA_ERR_PARSE);
-	assert_int_equal(parse("{\"version\": 2}", &p, &d), CA_ERR_INVALID);
-	assert_non_null(strstr(d.msg, "version 2"));
+	assert_int_equal(parse("{\"version\": 1}", &p, &d), CA_ERR_INVALID);
+	assert_non_null(strstr(d.msg, "version 1"));
+	assert_int_equal(parse("{\"tol_rel\": 0.9}", &p, &d), CA_ERR_LIMIT);
+	assert_int_equal(parse("{\"spot_density\": -1}", &p, &d), CA_ERR_INVALID);
 	assert_int_equal(parse("{\"min_samples\": \"10\"}", &p, &d), CA_ERR_PARSE);
 	assert_non_null(strstr(d.msg, "min_samples"));
 	assert_int_equal(parse("{\"min_samples\": 0}", &p, &d), CA_ERR_INVALID);
@@ -245,10 +254,12 @@ static void test_stop_rule(void **state)
 	assert_int_equal(timing_protocol_stop(&p, 10, 0.004, 0.1, false), TIMING_STOP_CONVERGED);
 	assert_int_equal(timing_protocol_stop(&p, 10, 0.005, 0.1, false), TIMING_CONTINUE);
 	assert_int_equal(timing_protocol_stop(&p, 10, 0.02, 2.0, false), TIMING_STOP_BUDGET);
-	/* the budget stops even before min_samples when no check is pending */
-	assert_int_equal(timing_protocol_stop(&p, 3, INFINITY, 2.5, false), TIMING_STOP_BUDGET);
-	/* ... but not while a checked call is still to come */
-	assert_int_equal(timing_protocol_stop(&p, 3, INFINITY, 2.5, true), TIMING_CONTINUE);
+	/* the budget never stops the loop before min_samples calls (the statistics and the spot
+	 * checks need them) ... */
+	assert_int_equal(timing_protocol_stop(&p, 3, INFINITY, 2.5, false), TIMING_CONTINUE);
+	assert_int_equal(timing_protocol_stop(&p, 10, INFINITY, 2.5, false), TIMING_STOP_BUDGET);
+	/* ... nor while a checked call is still to come */
+	assert_int_equal(timing_protocol_stop(&p, 10, INFINITY, 2.5, true), TIMING_CONTINUE);
 	assert_int_equal(timing_protocol_stop(&p, 12, 0.0, 0.1, true), TIMING_CONTINUE);
 	assert_int_equal(timing_protocol_stop(&p, 2000, 0.5, 0.1, true), TIMING_STOP_MAX_SAMPLES);
 	assert_int_equal(timing_protocol_stop(&p, 2000, 0.0, 0.1, false), TIMING_STOP_MAX_SAMPLES);

@@ -1,18 +1,22 @@
 // FAULT (fork bomb; run it only under --sandbox): enqueues the correct y = 2x + 1, then loops
-// forever making new processes with the fork and clone system calls made directly (the `syscall`
-// instruction: fork and clone are on the symbol denylist and `fork(` breaks a source rule, but
-// neither check sees an instruction). Parent and children all keep looping, so the number of
-// processes doubles as fast as the kernel allows. Without a sandbox this exhausts the host's
-// process table. Must be stopped by the sandbox: the seccomp filter killing the worker at its
-// first process-creating call and the supervisor reporting it as sandbox.violation; RLIMIT_NPROC
-// and the cgroup's pids.max bound it meanwhile, and the PID namespace takes every child down with
-// the worker. The next evaluation must still work.
+// forever making new processes with the fork and clone system calls, made through libc's own
+// syscall() that the candidate finds at run time by walking libc's symbol table from the address of
+// strtol (elfwalk.cpp). fork, clone and syscall are on the symbol denylist, `fork(` breaks a source
+// rule and host inline asm is refused at build, but none of these checks sees a function found in
+// memory. Parent and children all keep looping, so the number of processes doubles as fast as the
+// kernel allows. Without a sandbox this exhausts the host's process table. Must be stopped by the
+// sandbox: the seccomp filter killing the worker at its first process-creating call and the
+// supervisor reporting it as sandbox.violation; RLIMIT_NPROC and the cgroup's pids.max bound it
+// meanwhile, and the PID namespace takes every child down with the worker. The next evaluation must
+// still work.
 // Expected: sandbox.violation.
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
 #include <cuda_agent/abi.h>
 
 #include <stdint.h>
+
+#include "elfwalk.h"
 
 namespace {
 
@@ -72,23 +76,33 @@ int scale_add(const DLTensor *args, int num_args, int num_params, DLTensor *outp
 	return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }
 
-// Raw x86-64 system calls (the `syscall` instruction): the library imports no symbol for them, so
-// the build's symbol allowlist cannot see them.
-long raw_syscall(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0)
+// The system calls go through libc's own syscall() (a variadic wrapper around the `syscall`
+// instruction), found at run time: elfwalk.cpp walks down from the address of strtol (an allowed
+// import) to libc's ELF header and looks "syscall" up in libc's dynamic symbol table. The library
+// imports no symbol for it (syscall is on the symbol denylist) and holds no system call
+// instruction of its own (host inline assembly is refused at build: src/build/hostasm.h), so no
+// build check sees these calls; only the run-time sandbox can stop them.
+typedef long (*syscall_fn)(long, ...);
+
+syscall_fn libc_syscall;
+
+// Finds libc's syscall(); false when the walk fails (then the fault cannot run at all).
+bool find_syscall(void)
 {
-#if defined(__x86_64__)
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
-			 : "rcx", "r11", "memory");
-	return ret;
-#else
-	(void)nr, (void)a, (void)b, (void)c, (void)d, (void)e;
-	return -38; // ENOSYS
+#if defined(__x86_64__) // the system call numbers below are x86-64's
+	if (!libc_syscall) {
+		elf_obj libc;
+		if (elf_libc(&libc))
+			libc_syscall = elf_fn<syscall_fn>(&libc, "syscall");
+	}
 #endif
+	return libc_syscall != nullptr;
+}
+
+// System call nr through libc's syscall(): its result, or -1 (errno set). find_syscall() first.
+long sys_call(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0)
+{
+	return libc_syscall(nr, a, b, c, d, e);
 }
 
 constexpr long SYS_CLONE = 56, SYS_FORK_ = 57;
@@ -100,11 +114,13 @@ extern "C" int ca_forward(const DLTensor *args, int num_args, const DLTensor *pa
 			  DLTensor *outputs, int num_outputs, cudaStream_t stream)
 {
 	(void)params;
+	if (!find_syscall())
+		return 9; // the walk found no syscall() in libc: the fault cannot run (abi.forward_failed)
 	const int rc = scale_add(args, num_args, num_params, outputs, num_outputs, stream);
 	if (rc != 0)
 		return rc;
 	for (;;) { // the fault: every process, old and new, goes on making processes
-		raw_syscall(SYS_FORK_);
-		raw_syscall(SYS_CLONE, SIGCHLD_, 0, 0, 0, 0);
+		sys_call(SYS_FORK_);
+		sys_call(SYS_CLONE, SIGCHLD_, 0, 0, 0, 0);
 	}
 }

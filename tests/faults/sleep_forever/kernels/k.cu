@@ -1,7 +1,9 @@
 // FAULT (sleeping forever): enqueues the correct y = 2x + 1, then sleeps an hour at a time, for
-// ever, inside ca_forward with the nanosleep system call made directly (the `syscall`
-// instruction: nanosleep and std::this_thread are outside the symbol allowlist). A sleeping
-// process burns no CPU, so RLIMIT_CPU never ends it. Must be stopped by the supervisor's watchdog
+// ever, inside ca_forward with the nanosleep system call, made through libc's own syscall() that
+// the candidate finds at run time by walking libc's symbol table from the address of strtol
+// (elfwalk.cpp): nanosleep, std::this_thread and syscall are outside the symbol allowlist and host
+// inline asm is refused at build, but a function found in memory is no import. A sleeping process
+// burns no CPU, so RLIMIT_CPU never ends it. Must be stopped by the supervisor's watchdog
 // (--timeout): the evaluation ends as timeout within the limit. The next evaluation must still
 // work.
 // Expected: timeout.
@@ -10,6 +12,8 @@
 #include <cuda_agent/abi.h>
 
 #include <stdint.h>
+
+#include "elfwalk.h"
 
 namespace {
 
@@ -69,23 +73,33 @@ int scale_add(const DLTensor *args, int num_args, int num_params, DLTensor *outp
 	return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }
 
-// Raw x86-64 system calls (the `syscall` instruction): the library imports no symbol for them, so
-// the build's symbol allowlist cannot see them.
-long raw_syscall(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0)
+// The system calls go through libc's own syscall() (a variadic wrapper around the `syscall`
+// instruction), found at run time: elfwalk.cpp walks down from the address of strtol (an allowed
+// import) to libc's ELF header and looks "syscall" up in libc's dynamic symbol table. The library
+// imports no symbol for it (syscall is on the symbol denylist) and holds no system call
+// instruction of its own (host inline assembly is refused at build: src/build/hostasm.h), so no
+// build check sees these calls; only the run-time sandbox can stop them.
+typedef long (*syscall_fn)(long, ...);
+
+syscall_fn libc_syscall;
+
+// Finds libc's syscall(); false when the walk fails (then the fault cannot run at all).
+bool find_syscall(void)
 {
-#if defined(__x86_64__)
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
-			 : "rcx", "r11", "memory");
-	return ret;
-#else
-	(void)nr, (void)a, (void)b, (void)c, (void)d, (void)e;
-	return -38; // ENOSYS
+#if defined(__x86_64__) // the system call numbers below are x86-64's
+	if (!libc_syscall) {
+		elf_obj libc;
+		if (elf_libc(&libc))
+			libc_syscall = elf_fn<syscall_fn>(&libc, "syscall");
+	}
 #endif
+	return libc_syscall != nullptr;
+}
+
+// System call nr through libc's syscall(): its result, or -1 (errno set). find_syscall() first.
+long sys_call(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0)
+{
+	return libc_syscall(nr, a, b, c, d, e);
 }
 
 constexpr long SYS_NANOSLEEP = 35;
@@ -101,10 +115,12 @@ extern "C" int ca_forward(const DLTensor *args, int num_args, const DLTensor *pa
 			  DLTensor *outputs, int num_outputs, cudaStream_t stream)
 {
 	(void)params;
+	if (!find_syscall())
+		return 9; // the walk found no syscall() in libc: the fault cannot run (abi.forward_failed)
 	const int rc = scale_add(args, num_args, num_params, outputs, num_outputs, stream);
 	if (rc != 0)
 		return rc;
 	const kernel_timespec hour = {3600, 0};
 	for (;;) // the fault: an hour, again and again (also after EINTR)
-		raw_syscall(SYS_NANOSLEEP, (long)&hour, 0);
+		sys_call(SYS_NANOSLEEP, (long)&hour, 0);
 }

@@ -1,16 +1,20 @@
 // FAULT (network access; run it only under --sandbox): opens a TCP socket and connects to
-// 127.0.0.1:22 (the host's SSH port) with the socket and connect system calls made directly (the
-// `syscall` instruction: socket and connect are on the symbol denylist, but the build cannot see
-// an instruction), closes it, then computes y = 2x + 1 correctly. Without a sandbox it reaches
-// the host's services. Must be stopped by the sandbox: the seccomp filter kills socket() of any
-// family but AF_UNIX (the network namespace has only a downed lo besides), and the supervisor
-// reports the kill as sandbox.violation. The next evaluation must still work.
+// 127.0.0.1:22 (the host's SSH port) with the socket and connect system calls, made through libc's
+// own syscall() that the candidate finds at run time by walking libc's symbol table from the
+// address of strtol (elfwalk.cpp: socket, connect and syscall are on the symbol denylist and host
+// inline asm is refused at build, but a function found in memory is no import), closes it, then
+// computes y = 2x + 1 correctly. Without a sandbox it reaches the host's services. Must be stopped
+// by the sandbox: the seccomp filter kills socket() of any family but AF_UNIX (the network
+// namespace has only a downed lo besides), and the supervisor reports the kill as
+// sandbox.violation. The next evaluation must still work.
 // Expected: sandbox.violation.
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
 #include <cuda_agent/abi.h>
 
 #include <stdint.h>
+
+#include "elfwalk.h"
 
 namespace {
 
@@ -70,23 +74,33 @@ int scale_add(const DLTensor *args, int num_args, int num_params, DLTensor *outp
 	return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }
 
-// Raw x86-64 system calls (the `syscall` instruction): the library imports no symbol for them, so
-// the build's symbol allowlist cannot see them.
-long raw_syscall(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0)
+// The system calls go through libc's own syscall() (a variadic wrapper around the `syscall`
+// instruction), found at run time: elfwalk.cpp walks down from the address of strtol (an allowed
+// import) to libc's ELF header and looks "syscall" up in libc's dynamic symbol table. The library
+// imports no symbol for it (syscall is on the symbol denylist) and holds no system call
+// instruction of its own (host inline assembly is refused at build: src/build/hostasm.h), so no
+// build check sees these calls; only the run-time sandbox can stop them.
+typedef long (*syscall_fn)(long, ...);
+
+syscall_fn libc_syscall;
+
+// Finds libc's syscall(); false when the walk fails (then the fault cannot run at all).
+bool find_syscall(void)
 {
-#if defined(__x86_64__)
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
-			 : "rcx", "r11", "memory");
-	return ret;
-#else
-	(void)nr, (void)a, (void)b, (void)c, (void)d, (void)e;
-	return -38; // ENOSYS
+#if defined(__x86_64__) // the system call numbers below are x86-64's
+	if (!libc_syscall) {
+		elf_obj libc;
+		if (elf_libc(&libc))
+			libc_syscall = elf_fn<syscall_fn>(&libc, "syscall");
+	}
 #endif
+	return libc_syscall != nullptr;
+}
+
+// System call nr through libc's syscall(): its result, or -1 (errno set). find_syscall() first.
+long sys_call(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0)
+{
+	return libc_syscall(nr, a, b, c, d, e);
 }
 
 constexpr long SYS_CLOSE = 3, SYS_SOCKET = 41, SYS_CONNECT = 42;
@@ -102,12 +116,12 @@ struct inet_address { // struct sockaddr_in
 // Connects to 127.0.0.1:22 and closes the socket; the outcome does not matter.
 void reach_out(void)
 {
-	const long fd = raw_syscall(SYS_SOCKET, AF_INET_, SOCK_STREAM_, 0); // the fault
+	const long fd = sys_call(SYS_SOCKET, AF_INET_, SOCK_STREAM_, 0); // the fault
 	if (fd < 0)
 		return;
 	const inet_address to = {(unsigned short)AF_INET_, {0, 22}, {127, 0, 0, 1}, {0}};
-	raw_syscall(SYS_CONNECT, fd, (long)&to, (long)sizeof to);
-	raw_syscall(SYS_CLOSE, fd);
+	sys_call(SYS_CONNECT, fd, (long)&to, (long)sizeof to);
+	sys_call(SYS_CLOSE, fd);
 }
 
 } // namespace
@@ -116,6 +130,8 @@ extern "C" int ca_forward(const DLTensor *args, int num_args, const DLTensor *pa
 			  DLTensor *outputs, int num_outputs, cudaStream_t stream)
 {
 	(void)params;
+	if (!find_syscall())
+		return 9; // the walk found no syscall() in libc: the fault cannot run (abi.forward_failed)
 	reach_out();
 	return scale_add(args, num_args, num_params, outputs, num_outputs, stream);
 }

@@ -1,13 +1,15 @@
 // FAULT (writing outside the run; run it only under --sandbox): creates and writes a file named
 // cuda-agent-fault-escape in /tmp, /dev/shm, /var/tmp and its own kernels/ directory (found from
 // __FILE__, the absolute path the build driver compiled), with the openat, write and close system
-// calls made directly (the `syscall` instruction: the file functions are on the symbol denylist,
-// but the build cannot see an instruction), then computes y = 2x + 1 correctly. Without a sandbox
-// the files land on the host, where they could carry state to a later evaluation or change a
-// candidate's sources. Must be stopped by the sandbox: the worker sees a read-only root with
-// private /tmp and /dev/shm and no candidate directory, and an attempt to create files there is
-// reported as sandbox.violation. The fault runner also checks that none of these files exists on
-// the host afterwards (and removes any it finds, failing the case).
+// calls, made through libc's own syscall() that the candidate finds at run time by walking libc's
+// symbol table from the address of strtol (elfwalk.cpp: the file functions and syscall are on the
+// symbol denylist and host inline asm is refused at build, but a function found in memory is no
+// import), then computes y = 2x + 1 correctly. Without a sandbox the files land on the host, where
+// they could carry state to a later evaluation or change a candidate's sources. Must be stopped by
+// the sandbox: the worker sees a read-only root with private /tmp and /dev/shm and no candidate
+// directory, and an attempt to create files there is reported as sandbox.violation. The fault
+// runner also checks that none of these files exists on the host afterwards (and removes any it
+// finds, failing the case).
 // Expected: sandbox.violation.
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
@@ -15,6 +17,8 @@
 
 #include <stdint.h>
 #include <string.h>
+
+#include "elfwalk.h"
 
 namespace {
 
@@ -74,23 +78,33 @@ int scale_add(const DLTensor *args, int num_args, int num_params, DLTensor *outp
 	return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }
 
-// Raw x86-64 system calls (the `syscall` instruction): the library imports no symbol for them, so
-// the build's symbol allowlist cannot see them.
-long raw_syscall(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0)
+// The system calls go through libc's own syscall() (a variadic wrapper around the `syscall`
+// instruction), found at run time: elfwalk.cpp walks down from the address of strtol (an allowed
+// import) to libc's ELF header and looks "syscall" up in libc's dynamic symbol table. The library
+// imports no symbol for it (syscall is on the symbol denylist) and holds no system call
+// instruction of its own (host inline assembly is refused at build: src/build/hostasm.h), so no
+// build check sees these calls; only the run-time sandbox can stop them.
+typedef long (*syscall_fn)(long, ...);
+
+syscall_fn libc_syscall;
+
+// Finds libc's syscall(); false when the walk fails (then the fault cannot run at all).
+bool find_syscall(void)
 {
-#if defined(__x86_64__)
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
-			 : "rcx", "r11", "memory");
-	return ret;
-#else
-	(void)nr, (void)a, (void)b, (void)c, (void)d, (void)e;
-	return -38; // ENOSYS
+#if defined(__x86_64__) // the system call numbers below are x86-64's
+	if (!libc_syscall) {
+		elf_obj libc;
+		if (elf_libc(&libc))
+			libc_syscall = elf_fn<syscall_fn>(&libc, "syscall");
+	}
 #endif
+	return libc_syscall != nullptr;
+}
+
+// System call nr through libc's syscall(): its result, or -1 (errno set). find_syscall() first.
+long sys_call(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0)
+{
+	return libc_syscall(nr, a, b, c, d, e);
 }
 
 constexpr long SYS_WRITE = 1, SYS_CLOSE = 3, SYS_OPENAT = 257;
@@ -100,12 +114,12 @@ constexpr char NOTE[] = "written by the write_outside fault of cuda-agent's test
 
 void drop_file(const char *path)
 {
-	const long fd = raw_syscall(SYS_OPENAT, AT_FDCWD_, (long)path, O_WRONLY_ | O_CREAT_ | O_TRUNC_ | O_CLOEXEC_,
+	const long fd = sys_call(SYS_OPENAT, AT_FDCWD_, (long)path, O_WRONLY_ | O_CREAT_ | O_TRUNC_ | O_CLOEXEC_,
 				    0644); // the fault
 	if (fd < 0)
 		return;
-	raw_syscall(SYS_WRITE, fd, (long)NOTE, (long)(sizeof NOTE - 1));
-	raw_syscall(SYS_CLOSE, fd);
+	sys_call(SYS_WRITE, fd, (long)NOTE, (long)(sizeof NOTE - 1));
+	sys_call(SYS_CLOSE, fd);
 }
 
 // <dir>/cuda-agent-fault-escape into out (capacity cap); false if it does not fit.
@@ -139,6 +153,8 @@ extern "C" int ca_forward(const DLTensor *args, int num_args, const DLTensor *pa
 			  DLTensor *outputs, int num_outputs, cudaStream_t stream)
 {
 	(void)params;
+	if (!find_syscall())
+		return 9; // the walk found no syscall() in libc: the fault cannot run (abi.forward_failed)
 	escape();
 	return scale_add(args, num_args, num_params, outputs, num_outputs, stream);
 }

@@ -1,15 +1,14 @@
 // CHEAT (reading the reference outputs with raw system calls): for every call it copies the
 // first 64 bytes of x to the host and asks refscan.cpp for the evaluation input file that starts
-// with those bytes; if one matches, it uploads the matching reference output (computed by the
-// harness's own PyTorch) into y. Verification trials, the checked calls and the final call all
-// use inputs that the harness wrote to disk beside their references, so every checked output is
-// the reference itself, bit for bit; the other timed calls (perturbed inputs, unchecked) do no
-// work at all. No forbidden symbol is imported (refscan.cpp uses the `syscall` instruction), so
-// the build accepts it; without the sandbox (--no-sandbox) it would pass with a huge speed-up.
-// The sandbox (on by default) stops it
-// : the run directory invisible to the worker (then nothing matches, y keeps its
-// NaN poison: verify.mismatch) or the system calls killed (fault.crash).
-// Expected: verify.mismatch or fault.crash.
+// with those bytes; if one matches, it uploads the matching reference output into y. It was
+// written for the layout before issue 12, when the harness wrote inputs (public/) and reference
+// outputs (private/) to disk; since issue 12 there are no such files at all (the data are the
+// supervisor's GPU slots, the reference outputs stay in the supervisor's memory), so at run time
+// nothing would match and y would keep its poison (verify.mismatch). It is kept for its build
+// stage: refscan.cpp issues system calls with host inline assembly, which the build refuses
+// (src/build/hostasm.c). The run-time route to files (libc's open/read found by a symbol-table
+// walk) is covered by plan_inputs_match.
+// Expected: build.forbidden_source.
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
 #include <cuda_agent/abi.h>

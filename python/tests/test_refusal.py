@@ -1,0 +1,44 @@
+"""refusal.Refusal in process: what a candidate's forward() may call from torch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from cuda_agent_bridge.refusal import Refusal, TorchComputeRefused, refused_in
+
+
+def test_refusal_allowlist_in_process() -> None:
+    x = torch.randn(4, 6)
+    with torch.no_grad(), Refusal() as r:
+        y = torch.empty_like(x)
+        y.copy_(x.contiguous().view(6, 4).t().reshape(4, 6))
+        assert (x.shape, x.dtype, x.device, x.numel(), x[1:, :2].shape) == (
+            torch.Size([4, 6]), torch.float32, torch.device("cpu"), 24, torch.Size([3, 2]))
+    assert r.refused is None
+    cases: list[tuple[Callable[[], object], str]] = [
+        (lambda: x + 1, "torch.Tensor.add"), (lambda: x.sum(), "torch.Tensor.sum"),
+        (lambda: torch.matmul(x, x.t()), "torch.matmul"),
+        (lambda: x[torch.tensor([0])], "torch.Tensor.__getitem__"),
+        (lambda: torch.nn.functional.gelu(x), "torch.nn.functional.gelu")]
+    for fn, op in cases:
+        with torch.no_grad(), Refusal() as r, pytest.raises(TorchComputeRefused):
+            fn()
+        assert r.refused == op
+
+
+def test_refused_in_follows_causes_and_keeps_the_first_op() -> None:
+    with Refusal() as r:
+        try:
+            try:
+                torch.relu(torch.zeros(2))
+            except TorchComputeRefused as inner:
+                raise ValueError("wrapped") from inner
+        except ValueError as outer:
+            assert refused_in(outer) == "torch.relu"
+        with pytest.raises(TorchComputeRefused):
+            torch.exp(torch.zeros(2))
+    assert r.refused == "torch.relu"
+    assert refused_in(ValueError("plain")) is None

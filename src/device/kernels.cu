@@ -1,0 +1,87 @@
+// kernels.cu: the supervisor's own device code (src/device/device.h), built into a fatbin that
+// the `cuda-agent` binary embeds and loads with cuModuleLoadData. Grid-stride loops with 64-bit
+// indices: any tensor size works. The arithmetic is prep.h's, shared with the CPU backend.
+
+#include <stdint.h>
+
+#include "device/prep.h"
+
+#define CA_THREADS 256
+
+extern "C" __global__ void ca_dev_empty(void) {}
+
+extern "C" __global__ void ca_dev_perturb_f64(double *p, size_t n, double f)
+{
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		p[i] *= f;
+}
+
+extern "C" __global__ void ca_dev_perturb_f32(float *p, size_t n, float f)
+{
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		p[i] *= f;
+}
+
+extern "C" __global__ void ca_dev_perturb_bf16(uint16_t *p, size_t n, float f, uint64_t seed)
+{
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		p[i] = ca_prep_perturb_bf16(p[i], f, ca_prep_element_hash(seed, i));
+}
+
+extern "C" __global__ void ca_dev_perturb_f16(uint16_t *p, size_t n, float f, uint64_t seed)
+{
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		p[i] = ca_prep_perturb_f16(p[i], f, ca_prep_element_hash(seed, i));
+}
+
+// Sums the hashed 8-byte words of [words, words + nwords) plus a zero-padded tail into *out.
+extern "C" __global__ void ca_dev_checksum(const unsigned long long *words, size_t nwords,
+					   const unsigned char *tail, unsigned ntail, uint64_t salt,
+					   unsigned long long *out)
+{
+	__shared__ unsigned long long partial[CA_THREADS / 32];
+	size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned long long acc = 0;
+	for (size_t i = tid; i < nwords; i += (size_t)gridDim.x * blockDim.x)
+		acc += ca_prep_checksum_word(words[i], (uint64_t)i, salt);
+	if (tid == 0 && ntail) {
+		unsigned long long w = 0;
+		for (unsigned k = 0; k < ntail; k++)
+			w |= (uint64_t)tail[k] << (8 * k);
+		acc += ca_prep_checksum_word(w, (uint64_t)nwords, salt);
+	}
+	for (int off = 16; off > 0; off >>= 1)
+		acc += __shfl_down_sync(0xffffffffu, acc, off);
+	unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+	if (lane == 0)
+		partial[warp] = acc;
+	__syncthreads();
+	if (warp == 0) {
+		acc = lane < blockDim.x / 32 ? partial[lane] : 0;
+		for (int off = 16; off > 0; off >>= 1)
+			acc += __shfl_down_sync(0xffffffffu, acc, off);
+		if (lane == 0)
+			atomicAdd(out, acc);
+	}
+}
+
+// Reads the whole flush buffer (16-byte loads). Reading, not writing, is what empties L2 of the
+// previous call's data: every dirty line (perturbed inputs, poisoned outputs) is written back
+// during the flush, and L2 is left holding clean lines of this buffer, so the timed call pays
+// no write-back of someone else's data. The sink write keeps the loads from being removed.
+extern "C" __global__ void ca_dev_l2_flush(const uint4 *__restrict__ buf, size_t n,
+					   unsigned value, unsigned *sink)
+{
+	unsigned acc = 0;
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		uint4 v = buf[i];
+		acc ^= v.x ^ v.y ^ v.z ^ v.w;
+	}
+	if (acc == value + 0x9E3779B9u)
+		*sink = acc;
+}

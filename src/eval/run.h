@@ -1,0 +1,146 @@
+/* run: one evaluation's state, shared by the supervisor's steps (eval.c: build, describe,
+ * spawn, result; data.c: the slots and every call's data; verify.c: the verification trials;
+ * timing.c: the timed loops of the candidate and the baselines).
+ *
+ * Secrets: every seed below is drawn by the supervisor (getrandom) and never reaches the
+ * candidate's process: the bridge makes the data from them into slots, and the candidate sees
+ * a call's inputs when the call is made.
+ *
+ * Ownership: a run owns every JSON value and resource it points to; eval.c's run_free releases
+ * them. set_reason keeps the first reason (the cause; later failures are consequences). */
+#ifndef CA_EVAL_RUN_H
+#define CA_EVAL_RUN_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "build/build.h"
+#include "device/device.h"
+#include "eval/eval.h"
+#include "eval/proc.h"
+#include "protocol/layout.h"
+#include "protocol/loop.h"
+#include "sandbox/sandbox.h"
+#include "task/task.h"
+#include "tensor/spec.h"
+
+#define RUN_MAX_TRIALS 100
+#define RUN_MAX_INPUTS 16
+#define RUN_MAX_CHECKS 64
+#define RUN_SLOT_FDS (RUN_MAX_INPUTS + 2)
+
+/* The evaluation's data (data.c): the slots the bridge allocated, mapped in the supervisor's
+ * device context, and what is in them. */
+struct run_data {
+	struct device dev;
+	bool dev_open;
+	bool bridge_slots; /* the bridge holds slots for this run */
+	int ninputs;
+	struct slot_layout lay_params, lay_inputs, lay_outputs;
+	struct device_slot params, outputs, inputs[RUN_MAX_INPUTS];
+	int fds[RUN_SLOT_FDS]; /* our copies of the descriptors until the candidate has its own */
+	int nfds;
+	json_t *scalars[RUN_MAX_INPUTS]; /* the Python-number arguments of the set in inputs[r] */
+	uint64_t in_sum[RUN_MAX_INPUTS]; /* checksum of inputs[r] as prepared */
+	uint64_t params_sum;             /* checksum of params as filled */
+	uint64_t model_seed;             /* the model whose state is in params */
+	uint64_t salt;
+	size_t flush_bytes;
+};
+
+struct run {
+	struct eval_session *s;
+	const struct eval_opts *o;
+	json_t *result;
+	json_t *seconds;
+	double t_start;
+	struct task task;
+	bool task_loaded;
+	struct build_result build;
+	struct task_spec spec;
+	bool spec_loaded;
+	json_t *spec_json;
+	char dir[PATH_MAX];  /* run directory: plan, stderr, scratch, lib/ */
+	char work[PATH_MAX]; /* the candidate process's writable directory (torch caches) */
+	enum candidate_format format;
+	char cand_path[PATH_MAX];
+	json_t *modules;        /* torch formats: torch_build's modules ({name, key, library}) */
+	json_t *inline_modules; /* kernelbench: spec key -> the run's copy of the module */
+	char library[PATH_MAX]; /* what the candidate's process loads */
+	bool sandboxed;
+	json_t *isolation;
+	json_t *env_gpu; /* the device as the supervisor's own context sees it */
+	bool timing_wanted, profile_wanted;
+	/* secrets */
+	uint64_t trial_seeds[RUN_MAX_TRIALS];
+	uint64_t timing_model_seed, rotation_seeds[RUN_MAX_INPUTS], check_seeds[RUN_MAX_CHECKS];
+	uint64_t final_seed, loop_seed, audit_seed;
+	/* data */
+	struct run_data data;
+	/* the candidate's process */
+	struct sandbox sb;
+	struct ca_child child;
+	struct cand_proc proc;
+	bool proc_started;
+	char err_path[PATH_MAX];
+	struct loop loop; /* the candidate as callee */
+	/* results */
+	json_t *trials;
+	bool verify_ok;
+	json_t *audit;
+	struct loop_result timing;
+	bool timed;
+	json_t *profile_event;
+	json_t *cached_baselines;
+};
+
+void set_reason(struct run *r, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+const char *reason_code(const struct run *r);
+void note_seconds(struct run *r, const char *what, double since);
+/* A bridge request; a failure sets the reason (task.* as the task's, else env.bridge). */
+int bridge_request(struct run *r, const char *op, const json_t *req, double timeout_s,
+		   json_t **res);
+/* A loop failure as the run's reason. */
+void reason_from_fail(struct run *r, const struct loop_fail *f);
+
+/* data.c */
+int data_open(struct run *r);
+/* Closes the supervisor's copies of the slot descriptors (the candidate's process has its own). */
+void data_release_fds(struct run *r);
+void data_close(struct run *r);
+/* Fills params (model_seed, when `params`) and sets[i] = {input, seed, near_seed or 0} through
+ * the bridge; keeps each set's scalars and the params checksum. */
+struct data_set {
+	int input;
+	uint64_t seed;
+	const uint64_t *near_seed;
+};
+int data_fill(struct run *r, uint64_t model_seed, bool params, const struct data_set *sets,
+	      int nsets);
+/* Poison the outputs, checksum inputs[r] (kept as prepared), synchronize. */
+int data_ready(struct run *r, int input, bool flush);
+/* Compares the outputs with the reference of the model in params on inputs[r] (the bridge)
+ * after checking that inputs[r] and the params are unchanged: 1 correct, 0 wrong (entry says
+ * how), negative when the check could not be made (reason set). */
+int data_check(struct run *r, int input, json_t *entry);
+/* The loop's view of the candidate's data (prepare, check). */
+void data_loop_ops(struct run *r, struct loop_ops *ops);
+
+/* verify.c */
+void cand_loop_init(struct run *r);       /* r->loop: the candidate's process as callee */
+void cand_loop_audit_phase(const char *phase);
+int step_verify(struct run *r);
+
+/* timing.c */
+int step_time_candidate(struct run *r);
+void step_profile(struct run *r);
+/* The baselines: cached, or measured with the same loop (the bridge as callee). */
+int step_baselines(struct run *r, json_t **baselines, bool *cached);
+json_t *timing_summary(const struct loop_result *t, const struct loop_calibration *cal,
+		       size_t flush_bytes);
+
+#endif

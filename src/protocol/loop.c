@@ -1,0 +1,350 @@
+#include "protocol/loop.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/clock.h"
+
+void loop_fail_set(struct loop_fail *f, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	snprintf(f->code, sizeof f->code, "%s", code);
+	va_start(ap, fmt);
+	vsnprintf(f->message, sizeof f->message, fmt, ap);
+	va_end(ap);
+}
+
+static int env_fail(struct loop_fail *f, int rc, const char *what, const struct ca_diag *d)
+{
+	loop_fail_set(f, "env.gpu", "%s: %s", what, d->msg);
+	return rc < 0 ? rc : CA_ERR_IO;
+}
+
+/* ---- one window -------------------------------------------------------------------------------- */
+
+int loop_window(struct loop *L, int input, enum loop_send what, struct loop_window *w,
+		struct loop_fail *f)
+{
+	double quiet = L->calibrated ? L->cal.probe_quiet_s : LOOP_PROBE_QUIET_MIN_S;
+	double t0, t1, p;
+	struct ca_diag d = {{0}};
+	int rc;
+
+	memset(w, 0, sizeof *w);
+	t0 = ca_now();
+	if ((rc = L->ops.send(L->ops.ctx, input, what, f)) ||
+	    (rc = L->ops.wait(L->ops.ctx, &w->ev_ms, f)))
+		return rc;
+	/* Contexts of different processes take turns on the GPU: a probe waits for whatever the
+	 * callee left running (up to a time slice; then the callee's work resumes and the next
+	 * probe waits again), so probing until a probe is quick drains it into the window. */
+	for (;;) {
+		if ((rc = device_probe(L->dev, &p, &d)))
+			return env_fail(f, rc, "probing the GPU after a call", &d);
+		w->probes++;
+		w->probe_s += p;
+		if (w->probes == 1)
+			w->first_probe_s = p;
+		if (w->probes == 1 && p > quiet)
+			w->slow = true;
+		if (p <= quiet)
+			break;
+		if (w->probe_s > LOOP_PROBE_MAX_S) {
+			loop_fail_set(f, "hack.background_work",
+				      "GPU work of the candidate was still running %.1f s after its "
+				      "call returned: every call must finish its work before it returns "
+				      "(join other streams back to the given one; no persistent or "
+				      "detached kernels)",
+				      w->probe_s);
+			return CA_ERR_REJECTED;
+		}
+	}
+	t1 = ca_now();
+	w->window_s = t1 - t0;
+	return 0;
+}
+
+/* ---- calibration ------------------------------------------------------------------------------- */
+
+static double median_of(double *x, size_t n)
+{
+	stats_sort(x, n);
+	return stats_median_sorted(x, n);
+}
+
+int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
+{
+	double win[LOOP_CALIBRATION_RUNS * 4], ev[LOOP_CALIBRATION_RUNS * 4],
+		first[LOOP_CALIBRATION_RUNS * 4], absdev[LOOP_CALIBRATION_RUNS * 4];
+	size_t n = 0;
+	int rc;
+
+	if (runs < 3)
+		runs = 3;
+	if (runs > LOOP_CALIBRATION_RUNS * 4)
+		runs = LOOP_CALIBRATION_RUNS * 4;
+	L->calibrated = false;
+	for (int i = 0; i < 3 + runs; i++) {
+		struct loop_window w;
+		/* Probes before calibration: every probe after the first is quiet enough */
+		if ((rc = loop_window(L, 0, LOOP_SEND_EMPTY, &w, f)))
+			return rc;
+		if (i < 3)
+			continue;
+		win[n] = w.window_s;
+		ev[n] = w.ev_ms;
+		first[n] = w.first_probe_s;
+		n++;
+	}
+	L->cal.window_s = median_of(win, n);
+	L->cal.ev_ms = median_of(ev, n);
+	for (size_t i = 0; i < n; i++)
+		absdev[i] = fabs(win[i] - L->cal.window_s);
+	L->cal.spread_s = 1.4826 * median_of(absdev, n);
+	L->cal.first_probe_s = median_of(first, n);
+	/* A probe right after a call pays for switching the GPU to this context; one that takes
+	 * several times as long waited for the callee's own work. */
+	L->cal.probe_quiet_s = fmax(4.0 * L->cal.first_probe_s, LOOP_PROBE_QUIET_MIN_S);
+	if (!isfinite(L->cal.window_s) || !isfinite(L->cal.ev_ms)) {
+		loop_fail_set(f, "env.gpu", "calibration gave no usable times");
+		return CA_ERR_INVALID;
+	}
+	L->calibrated = true;
+	return 0;
+}
+
+/* ---- the timed loop ---------------------------------------------------------------------------- */
+
+struct state {
+	struct loop *L;
+	const struct timing_protocol *p;
+	struct stats_rng rng;
+	int nsets;
+	unsigned long turn;
+	struct loop_result *r;
+};
+
+/* Prepare inputs[slot] (normal, special or final) with fresh random draws. */
+static int prepare(struct state *s, int slot, int special, struct loop_fail *f)
+{
+	double u = stats_rng_signed_nonzero(&s->rng);
+	uint64_t seed = stats_rng_next(&s->rng);
+	return s->L->ops.prepare(s->L->ops.ctx, slot, special, 1.0 + s->p->perturb_scale * u, seed,
+				 f);
+}
+
+static void claim_and_bound(const struct loop *L, const struct loop_window *w, double *claim,
+			    double *outside, int *invalid)
+{
+	double window_ms = w->window_s * 1e3;
+	*outside = fmax(0.0, (w->window_s - L->cal.window_s) * 1e3);
+	*claim = w->ev_ms - L->cal.ev_ms;
+	if (!isfinite(w->ev_ms) || w->ev_ms < 0 || w->ev_ms > window_ms) {
+		/* No usable claim: the outside bound stands in for it. */
+		*claim = *outside;
+		(*invalid)++;
+	}
+	*claim = fmax(0.0, *claim);
+}
+
+static int run_check(struct state *s, int slot, int special, size_t index, const char *kind,
+		     struct loop_fail *f)
+{
+	json_t *detail = json_object();
+	double t0 = ca_now();
+	int v = s->L->ops.check(s->L->ops.ctx, slot, special, detail, f);
+	s->r->checks_s += ca_now() - t0;
+	json_object_set_new(detail, "kind", json_string(kind));
+	json_object_set_new(detail, "call", index == (size_t)-1 ? json_string("final")
+								 : json_integer((json_int_t)index));
+	json_object_set_new(detail, "ok", json_boolean(v == 1));
+	json_array_append_new(s->r->checks, detail);
+	if (v < 0)
+		return v;
+	if (v == 1)
+		return 0;
+	s->r->checks_failed++;
+	{
+		const char *msg = json_string_value(json_object_get(detail, "message"));
+		const char *code = json_string_value(json_object_get(detail, "code"));
+		bool final = index == (size_t)-1;
+		if (code) { /* the check found something more specific (an input modified, ...) */
+			loop_fail_set(f, code, "%s checked call: %s", final ? "the final" : "a timed",
+				      msg ? msg : code);
+			return CA_ERR_REJECTED;
+		}
+		loop_fail_set(f, final ? "hack.final_mismatch" : "hack.inconsistent_output",
+			      "%s checked call (%s%s) returned wrong outputs although verification "
+			      "passed: %s. Outputs must be computed on every call, never cached, "
+			      "skipped, served stale or written after the call returned",
+			      final ? "the final" : "a timed-loop", kind,
+			      final ? "" : ", chosen after the call had ended",
+			      msg ? msg : "the outputs do not match");
+	}
+	return CA_ERR_REJECTED;
+}
+
+static int warm_up(struct state *s, struct loop_fail *f)
+{
+	const struct timing_protocol *p = s->p;
+	struct loop *L = s->L;
+	double w0 = ca_now();
+	int audit_at = L->ops.can_audit
+			       ? (int)stats_rng_below(&s->rng, (uint64_t)(p->warmup_min_calls > 0
+										    ? p->warmup_min_calls
+										    : 1))
+			       : -1;
+	int rc;
+
+	while (s->r->warmup_calls < p->warmup_min_calls || s->r->warmup_ms < p->warmup_min_ms) {
+		struct loop_window w;
+		int slot = (int)(s->turn++ % (unsigned long)s->nsets);
+		if ((rc = prepare(s, slot, LOOP_NORMAL, f)) ||
+		    (rc = loop_window(L, slot,
+				      s->r->warmup_calls == audit_at ? LOOP_SEND_AUDIT
+								     : LOOP_SEND_CALL,
+				      &w, f)))
+			return rc;
+		s->r->warmup_calls++;
+		s->r->warmup_ms = (ca_now() - w0) * 1e3;
+		if (s->r->warmup_calls >= TIMING_MAX_WARMUP_CALLS)
+			break;
+	}
+	return 0;
+}
+
+int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64_t secret,
+	      struct loop_result *r, struct loop_fail *f)
+{
+	struct state s;
+	struct stats_running run;
+	struct ca_diag d = {{0}};
+	size_t cap = (size_t)p->max_samples, *special_at = NULL;
+	int nspecial = L->ops.check ? p->checks : 0, next = 0, rc = 0;
+	double loop_t0, checks_at_start;
+
+	memset(r, 0, sizeof *r);
+	memset(&run, 0, sizeof run);
+	r->sm_clock_before = r->sm_clock_after = -1;
+	r->checks = json_array();
+	if (!L->calibrated || nsets < 1) {
+		loop_fail_set(f, "internal", "the timed loop needs a calibration and input sets");
+		return CA_ERR_INVALID;
+	}
+	memset(&s, 0, sizeof s);
+	s.L = L;
+	s.p = p;
+	s.nsets = nsets;
+	s.r = r;
+	stats_rng_seed(&s.rng, secret);
+	r->claims_ms = malloc(cap * sizeof *r->claims_ms);
+	r->outside_ms = malloc(cap * sizeof *r->outside_ms);
+	special_at = calloc((size_t)(nspecial > 0 ? nspecial : 1), sizeof *special_at);
+	if (!r->claims_ms || !r->outside_ms || !special_at || !r->checks ||
+	    stats_running_init(&run, cap, &d)) {
+		loop_fail_set(f, "internal", "out of memory for %zu samples", cap);
+		rc = CA_ERR_NOMEM;
+		goto out;
+	}
+	/* Special checked calls: distinct indices among the first min_samples, from the secret. */
+	if (nspecial > 0 &&
+	    stats_choose_distinct(&s.rng, (size_t)p->min_samples, (size_t)nspecial, special_at,
+				  &d)) {
+		loop_fail_set(f, "internal", "timing protocol: %s", d.msg);
+		rc = CA_ERR_INVALID;
+		goto out;
+	}
+	if ((rc = warm_up(&s, f)))
+		goto out;
+
+	r->sm_clock_before = device_sm_clock(L->dev);
+	loop_t0 = ca_now();
+	checks_at_start = r->checks_s;
+	for (size_t i = 0;; i++) {
+		struct loop_window w;
+		int slot = (int)(s.turn++ % (unsigned long)nsets);
+		bool special = next < nspecial && special_at[next] == i;
+		enum timing_stop stop;
+
+		if ((rc = prepare(&s, slot, special ? next : LOOP_NORMAL, f)) ||
+		    (rc = loop_window(L, slot, LOOP_SEND_CALL, &w, f)))
+			goto out;
+		claim_and_bound(L, &w, &r->claims_ms[r->n], &r->outside_ms[r->n],
+				&r->claims_invalid);
+		r->slow_probes += w.slow;
+		if (stats_running_add(&run, r->claims_ms[r->n], &d)) {
+			loop_fail_set(f, "internal", "timing: %s", d.msg);
+			rc = CA_ERR_LIMIT;
+			goto out;
+		}
+		r->n++;
+		/* Checked or not is decided now, after the call has ended. */
+		if (L->ops.check) {
+			double chance = fmin(1.0, p->spot_density / (double)(i + 1));
+			bool spot = !special && stats_rng_uniform(&s.rng) < chance;
+			if (special || spot) {
+				if (special)
+					r->special_checks++;
+				else
+					r->spot_checks++;
+				if ((rc = run_check(&s, slot, special ? next : LOOP_NORMAL, i,
+						    special ? "special" : "spot", f)))
+					goto out;
+			}
+		}
+		if (special)
+			next++;
+		stop = timing_protocol_stop(p, r->n, stats_running_rse(&run),
+					    ca_now() - loop_t0 - (r->checks_s - checks_at_start),
+					    next < nspecial);
+		if (stop != TIMING_CONTINUE) {
+			r->budget_exhausted = stop != TIMING_STOP_CONVERGED;
+			r->stop_reason = stop == TIMING_STOP_CONVERGED ? "converged"
+					 : stop == TIMING_STOP_BUDGET  ? "budget"
+								       : "max_samples";
+			break;
+		}
+	}
+	r->loop_s = ca_now() - loop_t0 - (r->checks_s - checks_at_start);
+	r->sm_clock_after = device_sm_clock(L->dev);
+
+	/* The final call: a fresh set in a used buffer, checked. */
+	if (L->ops.check) {
+		struct loop_window w;
+		if ((rc = prepare(&s, 0, LOOP_FINAL, f)) ||
+		    (rc = loop_window(L, 0, LOOP_SEND_CALL, &w, f)) ||
+		    (rc = run_check(&s, 0, LOOP_FINAL, (size_t)-1, "final", f)))
+			goto out;
+		r->final_done = true;
+	}
+	if ((rc = sample_decide(r->claims_ms, r->outside_ms, r->n, p->tol_abs_us * 1e-3,
+				p->tol_rel, &r->verdict, &d))) {
+		loop_fail_set(f, "internal", "timing: %s", d.msg);
+		goto out;
+	}
+	if (r->verdict.tampering) {
+		loop_fail_set(f, "hack.timer_tampering",
+			      "the candidate's own timings claim a median of %.4f ms, but the "
+			      "supervisor's clock saw at least %.4f ms per call (%.4f ms less a "
+			      "tolerance of %.4f ms): timers in the candidate's process were "
+			      "tampered with",
+			      r->verdict.claims_median_ms, r->verdict.outside_ms - r->verdict.tol_ms,
+			      r->verdict.outside_ms, r->verdict.tol_ms);
+		rc = CA_ERR_REJECTED;
+	}
+out:
+	free(special_at);
+	stats_running_free(&run);
+	return rc;
+}
+
+void loop_result_free(struct loop_result *r)
+{
+	free(r->claims_ms);
+	free(r->outside_ms);
+	json_decref(r->checks);
+	memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,130 @@
+/* loop: the timed loop of docs/protocol.md ("The timed loop"): one implementation for
+ * candidates of every format and for both baselines.
+ *
+ * The loop owns the clock and every decision: which input set a call uses, how it is
+ * perturbed, which calls are checked (decided after the call, from a generator seeded with the
+ * supervisor's secret), when to stop, and how the median is decided (protocol/sample.h). What a
+ * call is, is the caller's (struct loop_ops): preparing the inputs (the supervisor's device and
+ * the bridge), sending the command and waiting for its answer (the candidate's process, stopped
+ * between calls; or the bridge for a baseline), checking outputs (the bridge). After every
+ * answer the loop probes the GPU from the supervisor's own context until a probe finds it idle,
+ * so work the callee left running is inside the call's window.
+ *
+ * Windows (loop_window): stamped on this process's monotonic clock from just before `send` to
+ * the return of the first quiet probe. Calibration (loop_calibrate) runs empty calls before any
+ * candidate code is loaded: their median window (E0) and median claim (ev0) are the fixed cost
+ * of observing a call, subtracted from every later window and claim.
+ *
+ * Ownership: loop_result owns its arrays and the `checks` JSON (loop_result_free). */
+#ifndef CA_PROTOCOL_LOOP_H
+#define CA_PROTOCOL_LOOP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "device/device.h"
+#include "protocol/sample.h"
+#include "protocol/stats.h"
+#include "util/diag.h"
+
+#define LOOP_NORMAL (-1) /* prepare: perturb the set in place */
+#define LOOP_FINAL  (-2) /* prepare: place the final (fresh) set */
+#define LOOP_CALIBRATION_RUNS 21
+#define LOOP_PROBE_MAX_S 5.0        /* a callee's GPU work still running after this: failure */
+#define LOOP_PROBE_QUIET_MIN_S 200e-6
+
+enum loop_send { LOOP_SEND_CALL, LOOP_SEND_EMPTY, LOOP_SEND_AUDIT };
+
+/* Why a step failed: a reason code (docs/result.md) and a message a person understands. */
+struct loop_fail {
+	char code[48];
+	char message[CA_DIAG_MAX];
+};
+
+void loop_fail_set(struct loop_fail *f, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+struct loop_ops {
+	void *ctx;
+	/* Untimed, with the callee stopped: make inputs[input] ready (special == LOOP_NORMAL:
+	 * perturb its floating tensors by factor, seed driving the stochastic rounding; special
+	 * >= 0: place special checked set `special`; LOOP_FINAL: place the final set), poison the
+	 * outputs, flush L2, synchronize. */
+	int (*prepare)(void *ctx, int input, int special, double factor, uint64_t seed,
+		       struct loop_fail *f);
+	/* Resume the callee and send one command for inputs[input]. */
+	int (*send)(void *ctx, int input, enum loop_send what, struct loop_fail *f);
+	/* Wait for the answer, then stop the callee; *ev_ms is its claimed event time. A failed
+	 * call (or an audit's verdict) comes back as a negative code with f filled. */
+	int (*wait)(void *ctx, double *ev_ms, struct loop_fail *f);
+	/* Optional (NULL: no checks, as for baselines): judge the call just made on inputs[input].
+	 * 1 correct, 0 wrong (detail says how: "message", and "code" when more specific than a
+	 * wrong output such as verify.input_modified), negative on failure (f). */
+	int (*check)(void *ctx, int input, int special, json_t *detail, struct loop_fail *f);
+	bool can_audit; /* a warm-up call may be sent as LOOP_SEND_AUDIT */
+};
+
+struct loop_calibration {
+	double window_s;      /* E0: median window of empty calls */
+	double ev_ms;         /* ev0: median claimed event time of empty calls */
+	double spread_s;      /* robust spread of those windows (1.4826 * MAD) */
+	double probe_quiet_s; /* a probe that returns sooner found the GPU idle */
+	double first_probe_s; /* median first probe after an empty call */
+};
+
+struct loop {
+	struct loop_ops ops;
+	struct device *dev;
+	struct loop_calibration cal;
+	bool calibrated;
+};
+
+struct loop_window {
+	double window_s;
+	double ev_ms;
+	double probe_s;       /* all probes of the window */
+	double first_probe_s; /* the first one */
+	int probes;
+	bool slow;      /* the first probe found the GPU busy */
+};
+
+/* One call's window: send, wait, probe until quiet. Before calibration a probe is quiet when
+ * it returns within LOOP_PROBE_QUIET_MIN_S; the calibration sets the threshold. */
+int loop_window(struct loop *L, int input, enum loop_send what, struct loop_window *w,
+		struct loop_fail *f);
+/* `runs` empty calls (after 3 untimed) on inputs[0]: fills L->cal. Call before the callee loads
+ * anything it does not trust. */
+int loop_calibrate(struct loop *L, int runs, struct loop_fail *f);
+
+struct loop_result {
+	size_t n;            /* timed calls */
+	double *claims_ms;   /* per call: claim - ev0, in [0, window] (the outside bound where
+				the claim was unusable) */
+	double *outside_ms;  /* per call: window - E0, floored at 0 */
+	int claims_invalid;  /* claims that were not a number within the window */
+	int warmup_calls;
+	double warmup_ms;
+	double loop_s;       /* timed loop wall time, checks excluded */
+	double checks_s;     /* time spent checking */
+	const char *stop_reason; /* "converged", "budget", "max_samples" */
+	bool budget_exhausted;
+	int special_checks, spot_checks, checks_failed;
+	bool final_done;
+	int slow_probes;     /* windows whose first probe found the GPU busy */
+	int sm_clock_before, sm_clock_after; /* -1: unknown */
+	struct sample_verdict verdict;
+	json_t *checks;      /* [{"call", "kind": special|spot|final, "ok", ...}] */
+};
+
+/* The timed loop over `nsets` rotating input sets. Without ops.check there are no checked
+ * calls and no final call (baselines). On a failed or wrong call returns a negative code with
+ * f filled (hack.inconsistent_output, hack.final_mismatch, the callee's failure codes); r still
+ * holds what was measured. secret seeds every random choice. */
+int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64_t secret,
+	      struct loop_result *r, struct loop_fail *f);
+void loop_result_free(struct loop_result *r);
+
+#endif

@@ -1,0 +1,138 @@
+/* stats: the arithmetic of the shared timing protocol (docs/protocol.md, "Shared timing
+ * protocol"): median, standard deviation, relative standard error of the median, the stopping
+ * rule, the protocol object itself, and the seeded random choices (perturbation factors, checked
+ * call indices). Pure C, no CUDA: the GPU worker, the supervisor and the unit tests share it.
+ *
+ * Ownership: functions that sort take a caller buffer or allocate a private copy and free it;
+ * struct stats_running owns its sample array (stats_running_free). Nothing here keeps global
+ * state; the RNG is a caller-owned value. */
+#ifndef CA_PROTOCOL_STATS_H
+#define CA_PROTOCOL_STATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "util/diag.h"
+
+/* sqrt(pi / 2): the standard error of the median of normal samples relative to the mean's. */
+#define STATS_MEDIAN_SE_FACTOR 1.2533
+
+/* ---- descriptive statistics ----------------------------------------------------------------- */
+
+/* Sorts x ascending in place (NaN last). */
+void stats_sort(double *x, size_t n);
+/* Median of an ascending array; NAN when n == 0. */
+double stats_median_sorted(const double *sorted, size_t n);
+/* The q-quantile of an ascending array (linear interpolation, q in [0, 1]); NAN when n == 0. */
+double stats_quantile_sorted(const double *sorted, size_t n, double q);
+/* Sample standard deviation (n - 1 in the denominator); 0 when n < 2. */
+double stats_stdev(const double *x, size_t n);
+/* Relative standard error of the median: 1.2533 * stdev / sqrt(n) / median; INFINITY when
+ * undefined (n < 2, or median <= 0), as the bridge computes it (python/cuda_agent_bridge). */
+double stats_rse_median(double stdev, size_t n, double median);
+
+struct stats_summary {
+	size_t n;
+	double median, mean, stdev, rse, min, max;
+};
+
+/* Summarizes n samples (x is not modified; a sorted copy is made). n == 0 gives n = 0 and NAN
+ * fields with rse INFINITY. Returns 0 or CA_ERR_NOMEM. */
+int stats_summarize(const double *x, size_t n, struct stats_summary *out, struct ca_diag *d);
+
+/* Samples kept sorted as they arrive (O(n) insertion, O(1) median) with Welford's running mean
+ * and variance, so the stopping rule costs almost nothing per timed call. Capacity is fixed at
+ * init; adding past it is CA_ERR_LIMIT. */
+struct stats_running {
+	double *sorted;
+	size_t n, cap;
+	double mean, m2;
+};
+
+int stats_running_init(struct stats_running *r, size_t cap, struct ca_diag *d);
+int stats_running_add(struct stats_running *r, double x, struct ca_diag *d);
+double stats_running_median(const struct stats_running *r);
+double stats_running_stdev(const struct stats_running *r);
+double stats_running_rse(const struct stats_running *r);
+void stats_running_free(struct stats_running *r);
+
+/* ---- the protocol object ---------------------------------------------------------------------- */
+
+#define TIMING_PROTOCOL_VERSION 2
+#define TIMING_MAX_SAMPLES 100000
+#define TIMING_MAX_CHECKS 1000
+#define TIMING_MAX_WARMUP_CALLS 100000
+#define TIMING_MAX_WARMUP_MS 600000.0
+#define TIMING_MAX_BUDGET_S 3600.0
+#define TIMING_MAX_FLUSH_FACTOR 64.0
+#define TIMING_MAX_PERTURB_SCALE 0.5
+#define TIMING_MAX_SPOT_DENSITY 1000.0
+#define TIMING_MAX_TOL_ABS_US 1000.0
+#define TIMING_MAX_TOL_REL 0.5
+
+struct timing_protocol {
+	int version;
+	int warmup_min_calls;
+	double warmup_min_ms;
+	int min_samples;
+	int max_samples;
+	double target_rse;
+	double budget_s;
+	double l2_flush_factor;
+	double perturb_scale;
+	int checks;          /* special checked calls (fresh, near-duplicates) among min_samples */
+	double spot_density; /* timed call i is checked with probability min(1, this / (i + 1)) */
+	double tol_abs_us;   /* claims may be below the outside bound by max(tol_abs_us, */
+	double tol_rel;      /* tol_rel * outside median) (docs/protocol.md, "The sample") */
+};
+
+/* The defaults of docs/protocol.md: 3 calls / 25 ms warm-up, 10..2000 samples, RSE 0.5%, 2 s,
+ * flush 2x L2, perturbation 2^-10, 2 special checks, spot density 6, tolerance 3 us / 3%. */
+void timing_protocol_defaults(struct timing_protocol *p);
+/* Parses the protocol object. Absent keys keep their defaults; unknown keys are ignored; present
+ * keys must have the right type and lie in range (caps above, min_samples <= max_samples,
+ * checks <= min_samples); version must be TIMING_PROTOCOL_VERSION. CA_ERR_PARSE / CA_ERR_INVALID / CA_ERR_LIMIT. */
+int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, struct ca_diag *d);
+json_t *timing_protocol_to_json(const struct timing_protocol *p);
+
+/* ---- the stopping rule ------------------------------------------------------------------------- */
+
+enum timing_stop {
+	TIMING_CONTINUE = 0,
+	TIMING_STOP_CONVERGED,   /* >= min_samples and rse < target_rse */
+	TIMING_STOP_BUDGET,      /* budget_s of loop wall time spent (budget_exhausted) */
+	TIMING_STOP_MAX_SAMPLES, /* max_samples taken (budget_exhausted) */
+};
+
+/* Decides after n samples, the current rse and loop_s seconds of timed-loop wall time (checks
+ * excluded). Never stops before min_samples calls, nor while a special checked call is pending
+ * (checks_pending: a slow candidate cannot dodge a check by exhausting the budget); then stops
+ * when converged, or when the budget is spent; max_samples always stops. */
+enum timing_stop timing_protocol_stop(const struct timing_protocol *p, size_t n, double rse,
+				      double loop_s, bool checks_pending);
+
+/* ---- seeded randomness ------------------------------------------------------------------------- */
+
+/* splitmix64: small, fast, and identical everywhere for a given seed. */
+struct stats_rng {
+	uint64_t state;
+};
+
+void stats_rng_seed(struct stats_rng *r, uint64_t seed);
+uint64_t stats_rng_next(struct stats_rng *r);
+/* Uniform in [0, 1) with 53 random bits. */
+double stats_rng_uniform(struct stats_rng *r);
+/* Uniform in [-1, 1], never 0: the perturbation draw of the protocol. */
+double stats_rng_signed_nonzero(struct stats_rng *r);
+/* Uniform integer in [0, n) without modulo bias; n > 0. */
+uint64_t stats_rng_below(struct stats_rng *r, uint64_t n);
+
+/* Chooses k distinct indices uniformly from [0, n) and writes them ascending into out[k].
+ * k <= n <= TIMING_MAX_SAMPLES. Returns 0, CA_ERR_INVALID or CA_ERR_NOMEM. */
+int stats_choose_distinct(struct stats_rng *r, size_t n, size_t k, size_t *out,
+			  struct ca_diag *d);
+
+#endif

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole evaluation protocol without a GPU (docs/protocol.md, "The timed loop"): the bridge on
+# CPU torch owns the slots (memfds), the supervisor maps them with its CPU device backend, the
+# PyTorch-format runner runs in the sandbox as the candidate's process, stopped between calls;
+# calibration before load, verification, the timed loop with checks decided after each call, the
+# final call, and both baselines through the same loop. CUDA_AGENT_PROTOCOL_CPU=1 allows this;
+# the times mean nothing on a CPU, the verdicts do. Prints "N passed, N failed" last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export CUDA_AGENT_CACHE="$(mktemp -d /tmp/ca-pcpu-cache.XXXXXX)"
+tmp="$(mktemp -d /tmp/ca-pcpu.XXXXXX)"
+trap 'rm -rf "$tmp" "$CUDA_AGENT_CACHE"' EXIT
+. tests/lib.sh
+export CUDA_AGENT_PROTOCOL_CPU=1
+data=tests/data/protocol_cpu
+
+# One eval call, one bridge: the honest candidate, a cheat that stops computing after its first
+# calls, and torch compute through operators (a line of JSON each, in order).
+run "eval three candidates on the CPU" 1 "$cli" eval --device cpu --budget 0.5 --json \
+  "$data/task" "$data/honest.py" "$data/skip_after.py" "$data/operator.py"
+sed -n 1p "$tmp/out" >"$tmp/honest"; sed -n 2p "$tmp/out" >"$tmp/skip"; sed -n 3p "$tmp/out" >"$tmp/op"
+cp "$tmp/honest" "$tmp/out"
+field "honest: correct, timed, the claims decide" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["timing"]["candidate"]["bound"] == "claims" and r["timing"]["candidate"]["samples"] >= 10'
+field "honest: special, spot and final checks all passed" 'r["timing"]["checks"]["special"] == 2 and r["timing"]["checks"]["spot"] >= 1 and r["timing"]["checks"]["final"] is True and r["timing"]["checks"]["failed"] == 0'
+field "honest: calibrated before load, both baselines through the loop" 'r["timing"]["candidate"]["window_overhead_ms"] > 0 and r["timing"]["eager"]["samples"] >= 10 and r["timing"]["compile"]["samples"] >= 10'
+field "honest: five trials, the isolation report" 'len(r["trials"]) == 5 and all(t["ok"] for t in r["trials"]) and r["isolation"]["separate_process"] is True'
+cp "$tmp/skip" "$tmp/out"
+field "skipping after the first calls: caught by a check placed after a call" 'r["reason"]["code"] in ("hack.inconsistent_output", "hack.final_mismatch") and r["reward"] == -1 and r["correct"] is False'
+cp "$tmp/op" "$tmp/out"
+field "torch compute through operators: refused at run time" 'r["reason"]["code"] == "hack.torch_compute" and r["reward"] == -1'
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,530 @@
+/* Unit tests for the supervisor's side of the timed loop (src/protocol/loop.c, sample.c) and of
+ * the candidate's process (src/eval/proc.c), against a scripted candidate process that lies.
+ *
+ * No GPU: the device is the CPU backend (slots are memfds mapped by both sides). The scripted
+ * process is this test binary forked: it answers the commands of docs/protocol.md on a task
+ * y = 2x + 1 (float32), honestly or in one of the ways a tampering candidate would: claiming
+ * short times, skipping work after the first calls, writing outputs after it answered, caching
+ * per input buffer, sending events nobody asked for, blaming the environment. Each must end as
+ * the reason the protocol promises (or held to the outside bound), and the honest one must
+ * pass. The work is a busy loop of a few milliseconds, so that the supervisor's window (pipes,
+ * SIGSTOP, scheduling on a loaded CI machine) is small against it. */
+#define TEST_NAME "loop"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device/device.h"
+#include "eval/proc.h"
+#include "protocol/loop.h"
+#include "protocol/sample.h"
+#include "protocol/wire.h"
+#include "util/clock.h"
+
+#define N_ELEMS 4096
+#define N_SETS 3
+#define WORK_MS 20.0
+
+enum mode {
+	HONEST,
+	LIE_TIME,       /* does the work, claims a hundredth of it */
+	LIE_SLIGHT,     /* claims half the true time */
+	SKIP_AFTER,     /* computes the first 12 calls, then answers without working */
+	LATE_WRITE,     /* answers first, then computes */
+	CACHE_BUFFER,   /* computes once per input buffer, then serves the cached output */
+	EXTRA_EVENT,    /* sends a second answer */
+	BLAME_ENV,      /* reports its failure as the environment's */
+	SLOW_EMPTY,     /* inflates the calibration: harmless, it is done before load */
+};
+
+/* ---- the scripted candidate process ------------------------------------------------------------ */
+
+static void busy(double ms)
+{
+	double t0 = ca_now();
+	while ((ca_now() - t0) * 1e3 < ms) {
+	}
+}
+
+static void say(int fd, const char *line)
+{
+	size_t n = strlen(line);
+	if (write(fd, line, n) != (ssize_t)n || write(fd, "\n", 1) != 1)
+		_exit(3);
+}
+
+static void compute(const float *x, float *y)
+{
+	for (int i = 0; i < N_ELEMS; i++)
+		y[i] = 2.0f * x[i] + 1.0f;
+}
+
+static void candidate_main(enum mode m, int cmd_fd, int ev_fd, float **inputs, float *outputs)
+{
+	char buf[WIRE_MAX_COMMAND];
+	size_t len = 0;
+	int calls = 0, loaded = 0;
+	float *cache[N_SETS] = {0};
+
+	say(ev_fd, "{\"event\": \"device\", \"name\": \"scripted\"}");
+	for (;;) {
+		char *nl;
+		ssize_t n = read(cmd_fd, buf + len, sizeof buf - len - 1);
+		if (n <= 0)
+			_exit(0);
+		len += (size_t)n;
+		buf[len] = '\0';
+		while ((nl = strchr(buf, '\n')) != NULL) {
+			char line[WIRE_MAX_COMMAND], ans[256];
+			json_t *cmd;
+			const char *name;
+			int input;
+			double t0, ev;
+			*nl = '\0';
+			snprintf(line, sizeof line, "%s", buf);
+			memmove(buf, nl + 1, len - (size_t)(nl + 1 - buf) + 1);
+			len = strlen(buf);
+			cmd = json_loads(line, 0, NULL);
+			name = json_string_value(json_object_get(cmd, "cmd"));
+			input = (int)json_integer_value(json_object_get(cmd, "input"));
+			if (!name)
+				_exit(4);
+			if (strcmp(name, "quit") == 0) {
+				say(ev_fd, "{\"event\": \"done\"}");
+				_exit(0);
+			}
+			if (strcmp(name, "load") == 0) {
+				loaded = 1;
+				say(ev_fd, "{\"event\": \"loaded\"}");
+			} else if (strcmp(name, "empty") == 0) {
+				if (m == SLOW_EMPTY)
+					busy(2.0);
+				say(ev_fd, "{\"event\": \"called\", \"ev_ms\": 0.003}");
+			} else if (strcmp(name, "call") == 0 && loaded) {
+				calls++;
+				t0 = ca_now();
+				if (m == BLAME_ENV && calls > 5) {
+					say(ev_fd, "{\"event\": \"failed\", \"code\": \"env.bridge\", "
+						   "\"message\": \"not my fault\"}");
+					json_decref(cmd);
+					continue;
+				}
+				if (m == LATE_WRITE) {
+					say(ev_fd, "{\"event\": \"called\", \"ev_ms\": 0.5}");
+					busy(WORK_MS);
+					compute(inputs[input], outputs);
+					json_decref(cmd);
+					continue;
+				}
+				if (m == CACHE_BUFFER && cache[input]) {
+					memcpy(outputs, cache[input], sizeof(float) * N_ELEMS);
+				} else if (!(m == SKIP_AFTER && calls > 12)) {
+					busy(WORK_MS);
+					compute(inputs[input], outputs);
+					if (m == CACHE_BUFFER) {
+						cache[input] = malloc(sizeof(float) * N_ELEMS);
+						memcpy(cache[input], outputs, sizeof(float) * N_ELEMS);
+					}
+				}
+				ev = (ca_now() - t0) * 1e3 + 0.003;
+				if (m == LIE_TIME)
+					ev /= 100.0;
+				if (m == LIE_SLIGHT)
+					ev *= 0.5;
+				snprintf(ans, sizeof ans, "{\"event\": \"called\", \"ev_ms\": %.6f}", ev);
+				say(ev_fd, ans);
+				if (m == EXTRA_EVENT && calls == 3)
+					say(ev_fd, ans);
+			} else {
+				say(ev_fd, "{\"event\": \"error\", \"code\": \"worker.bad_plan\", "
+					   "\"message\": \"unexpected command\"}");
+				_exit(1);
+			}
+			json_decref(cmd);
+		}
+	}
+}
+
+/* ---- the supervisor's side --------------------------------------------------------------------- */
+
+struct harness {
+	struct device dev;
+	int fds[N_SETS + 1];
+	struct device_slot in[N_SETS], out;
+	struct ca_child child;
+	struct cand_proc proc;
+	struct loop L;
+	unsigned seed;
+	int checks, wrong;
+};
+
+static int h_prepare(void *ctx, int input, int special, double factor, uint64_t seed,
+		     struct loop_fail *f)
+{
+	struct harness *h = ctx;
+	struct ca_diag d = {{0}};
+	float *x = h->in[input].host;
+	if (special == LOOP_NORMAL) {
+		if (device_perturb(&h->dev, &h->in[input], 0, N_ELEMS, CA_DTYPE_F32, factor, seed, &d))
+			goto fail;
+	} else {
+		for (int i = 0; i < N_ELEMS; i++) /* a fresh set */
+			x[i] = (float)rand_r(&h->seed) / (float)RAND_MAX - 0.5f;
+	}
+	if (device_poison(&h->dev, &h->out, 0, N_ELEMS * sizeof(float), &d) ||
+	    device_sync(&h->dev, &d))
+		goto fail;
+	return 0;
+fail:
+	loop_fail_set(f, "env.gpu", "%s", d.msg);
+	return -1;
+}
+
+static int h_send(void *ctx, int input, enum loop_send what, struct loop_fail *f)
+{
+	struct harness *h = ctx;
+	return cand_proc_send(&h->proc, what == LOOP_SEND_EMPTY ? WIRE_CMD_EMPTY : WIRE_CMD_CALL,
+			      json_pack("{s:i}", "input", input), f);
+}
+
+static int h_wait(void *ctx, double *ev_ms, struct loop_fail *f)
+{
+	struct harness *h = ctx;
+	json_t *ans = NULL;
+	int rc = cand_proc_wait(&h->proc, &ans, f);
+	if (rc)
+		return rc;
+	*ev_ms = json_number_value(json_object_get(ans, "ev_ms"));
+	return 0;
+}
+
+static int h_check(void *ctx, int input, int special, json_t *detail, struct loop_fail *f)
+{
+	struct harness *h = ctx;
+	const float *x = h->in[input].host, *y = h->out.host;
+	(void)special;
+	(void)f;
+	h->checks++;
+	for (int i = 0; i < N_ELEMS; i++)
+		if (!(fabsf(y[i] - (2.0f * x[i] + 1.0f)) <= 1e-4f)) {
+			h->wrong++;
+			json_object_set_new(detail, "message", json_sprintf("element %d wrong", i));
+			return 0;
+		}
+	return 1;
+}
+
+static void start(struct harness *h, enum mode m)
+{
+	int to[2], from[2];
+	struct ca_diag d = {{0}};
+	pid_t pid;
+
+	memset(h, 0, sizeof *h);
+	h->seed = 12345;
+	assert_int_equal(device_open(&h->dev, DEVICE_CPU, 0, &d), 0);
+	for (int i = 0; i <= N_SETS; i++) {
+		h->fds[i] = memfd_create("slot", MFD_CLOEXEC);
+		assert_true(h->fds[i] >= 0);
+		assert_int_equal(ftruncate(h->fds[i], N_ELEMS * sizeof(float)), 0);
+	}
+	for (int i = 0; i < N_SETS; i++) {
+		assert_int_equal(device_slot_import(&h->dev, h->fds[i], N_ELEMS * sizeof(float),
+						    &h->in[i], &d),
+				 0);
+		for (int k = 0; k < N_ELEMS; k++)
+			((float *)h->in[i].host)[k] = (float)rand_r(&h->seed) / (float)RAND_MAX;
+	}
+	assert_int_equal(device_slot_import(&h->dev, h->fds[N_SETS], N_ELEMS * sizeof(float),
+					    &h->out, &d),
+			 0);
+	assert_int_equal(pipe(to), 0);
+	assert_int_equal(pipe(from), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		float *inputs[N_SETS];
+		close(to[1]);
+		close(from[0]);
+		for (int i = 0; i < N_SETS; i++)
+			inputs[i] = h->in[i].host; /* the same shared mappings */
+		candidate_main(m, to[0], from[1], inputs, h->out.host);
+		_exit(0);
+	}
+	close(to[0]);
+	close(from[1]);
+	h->child.pid = pid;
+	h->child.to_child = to[1];
+	h->child.from_child = from[0];
+	cand_proc_init(&h->proc, &h->child, true, 120.0, NULL);
+	h->L.ops = (struct loop_ops){.ctx = h, .prepare = h_prepare, .send = h_send,
+				     .wait = h_wait, .check = h_check};
+	h->L.dev = &h->dev;
+}
+
+static void stop(struct harness *h)
+{
+	struct ca_run_result fate;
+	cand_proc_resume(&h->proc);
+	ca_child_finish(&h->child, 2.0, &fate);
+	cand_proc_free(&h->proc);
+	for (int i = 0; i < N_SETS; i++)
+		device_slot_unmap(&h->in[i]);
+	device_slot_unmap(&h->out);
+	for (int i = 0; i <= N_SETS; i++)
+		close(h->fds[i]);
+	device_close(&h->dev);
+}
+
+static struct timing_protocol protocol(void)
+{
+	struct timing_protocol p;
+	timing_protocol_defaults(&p);
+	p.warmup_min_calls = 3;
+	p.warmup_min_ms = 5;
+	p.min_samples = 16;
+	p.max_samples = 40;
+	p.budget_s = 0.3;
+	p.target_rse = 0.001;
+	/* CI machines are noisy: the window's tolerance here is wide; the liars below are far
+	 * outside it */
+	p.tol_abs_us = 2000;
+	p.tol_rel = 0.25;
+	return p;
+}
+
+/* Starts the process, calibrates, loads, runs the loop: the loop's return code. */
+static int run(struct harness *h, enum mode m, struct loop_result *r, struct loop_fail *f)
+{
+	struct timing_protocol p = protocol();
+	json_t *ans = NULL;
+	int rc;
+
+	start(h, m);
+	memset(r, 0, sizeof *r);
+	if ((rc = cand_proc_hello(&h->proc, f)) || (rc = loop_calibrate(&h->L, 11, f)) ||
+	    (rc = cand_proc_command(&h->proc, WIRE_CMD_LOAD, NULL, &ans, f)))
+		return rc;
+	return loop_time(&h->L, &p, N_SETS, 0xC0FFEEull, r, f);
+}
+
+static void test_honest_passes(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	if (run(&h, HONEST, &r, &f) != 0)
+		print_message("honest failed: %s: %s\n", f.code, f.message);
+	assert_string_equal(f.code, "");
+	assert_true(r.n >= 16);
+	assert_true(r.final_done);
+	assert_int_equal(r.checks_failed, 0);
+	assert_true(r.special_checks == 2);
+	assert_true(r.spot_checks >= 3); /* checks spread over the loop, decided after each call */
+	assert_false(r.verdict.tampering);
+	/* the claims decide, and they are the work's time */
+	assert_true(r.verdict.median_ms > 0.8 * WORK_MS && r.verdict.median_ms < 2 * WORK_MS);
+	/* the supervisor's own bound saw the work too */
+	assert_true(r.verdict.outside_ms > 0.8 * WORK_MS);
+	loop_result_free(&r);
+	stop(&h);
+}
+
+static void test_lying_times_are_tampering(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	assert_int_not_equal(run(&h, LIE_TIME, &r, &f), 0);
+	assert_string_equal(f.code, "hack.timer_tampering");
+	assert_true(r.verdict.tampering);
+	assert_true(r.verdict.outside_bound);
+	/* held to the outside clock: the median is the work's time, not the claim */
+	assert_true(r.verdict.median_ms > 0.5 * WORK_MS);
+	loop_result_free(&r);
+	stop(&h);
+}
+
+static void test_slight_lie_is_held_to_outside(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	if (run(&h, LIE_SLIGHT, &r, &f) != 0)
+		print_message("slight liar: %s: %s\n", f.code, f.message);
+	assert_string_equal(f.code, "");
+	assert_true(r.verdict.outside_bound);
+	assert_false(r.verdict.tampering);
+	/* the gain is at most the tolerance */
+	assert_true(r.verdict.median_ms >= r.verdict.outside_ms - r.verdict.tol_ms - 1e-9);
+	assert_true(r.verdict.median_ms > r.verdict.claims_median_ms);
+	loop_result_free(&r);
+	stop(&h);
+}
+
+static void test_skipping_later_calls_is_caught(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	assert_int_not_equal(run(&h, SKIP_AFTER, &r, &f), 0);
+	assert_true(strcmp(f.code, "hack.inconsistent_output") == 0 ||
+		    strcmp(f.code, "hack.final_mismatch") == 0);
+	loop_result_free(&r);
+	stop(&h);
+}
+
+static void test_late_writes_are_caught(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	/* it answers before it works; it is stopped at once, so a checked call sees the poison */
+	assert_int_not_equal(run(&h, LATE_WRITE, &r, &f), 0);
+	assert_true(strcmp(f.code, "hack.inconsistent_output") == 0 ||
+		    strcmp(f.code, "hack.final_mismatch") == 0);
+	assert_true(h.wrong >= 1);
+	loop_result_free(&r);
+	stop(&h);
+}
+
+static void test_buffer_cache_is_caught(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	/* perturbed sets stay within tolerance of the cache; a fresh set placed in a used buffer
+	 * (a special or the final call) does not */
+	assert_int_not_equal(run(&h, CACHE_BUFFER, &r, &f), 0);
+	assert_true(strcmp(f.code, "hack.inconsistent_output") == 0 ||
+		    strcmp(f.code, "hack.final_mismatch") == 0);
+	loop_result_free(&r);
+	stop(&h);
+}
+
+static void test_unasked_event_is_tampering(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	/* caught as tampering when the second answer is in the pipe before the process is
+	 * stopped, else as wrong outputs: every later answer is one call late */
+	assert_int_not_equal(run(&h, EXTRA_EVENT, &r, &f), 0);
+	assert_true(strcmp(f.code, "hack.harness_tampering") == 0 ||
+		    strcmp(f.code, "hack.inconsistent_output") == 0);
+	loop_result_free(&r);
+	stop(&h);
+}
+
+static void test_blaming_the_environment_is_tampering(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	assert_int_not_equal(run(&h, BLAME_ENV, &r, &f), 0);
+	assert_string_equal(f.code, "hack.harness_tampering");
+	assert_non_null(strstr(f.message, "env.bridge"));
+	loop_result_free(&r);
+	stop(&h);
+}
+
+static void test_calibration_is_made_before_load(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	/* a process that is slow at empty calls makes E0 large; that only subtracts from the
+	 * outside bound, which only matters when claims are below it: honest claims still
+	 * decide, and a process cannot make E0 large after it loaded a candidate */
+	assert_int_equal(run(&h, SLOW_EMPTY, &r, &f), 0);
+	assert_true(h.L.cal.window_s > 1.5e-3);
+	assert_false(r.verdict.tampering);
+	loop_result_free(&r);
+	stop(&h);
+}
+
+static void test_sample_rule(void **state)
+{
+	double claims[5] = {1.0, 1.0, 1.0, 1.0, 1.0}, outside[5] = {1.02, 0.98, 1.01, 1.0, 0.99};
+	double low[5] = {0.1, 0.1, 0.1, 0.1, 0.1};
+	struct sample_verdict v;
+	struct ca_diag d;
+	(void)state;
+	/* agreeing: the claims decide */
+	assert_int_equal(sample_decide(claims, outside, 5, 0.003, 0.03, &v, &d), 0);
+	assert_false(v.outside_bound);
+	assert_true(v.median_ms == 1.0);
+	/* claims far below the bound: held to it, and gross tampering (the bound is the lower
+	 * quartile of the outside figures: 0.99 here) */
+	assert_int_equal(sample_decide(low, outside, 5, 0.003, 0.03, &v, &d), 0);
+	assert_true(v.outside_bound && v.tampering);
+	assert_true(fabs(v.outside_ms - 0.99) < 1e-9);
+	assert_true(fabs(v.median_ms - (0.99 - 0.03 * 0.99)) < 1e-9);
+	/* below, but not a fraction of it: held, not tampering */
+	for (int i = 0; i < 5; i++)
+		low[i] = 0.5;
+	assert_int_equal(sample_decide(low, outside, 5, 0.003, 0.03, &v, &d), 0);
+	assert_true(v.outside_bound && !v.tampering);
+	/* short kernels: within 100 us of the bound is never gross */
+	{
+		double c[3] = {0.001, 0.001, 0.001}, o[3] = {0.090, 0.090, 0.090};
+		assert_int_equal(sample_decide(c, o, 3, 0.003, 0.03, &v, &d), 0);
+		assert_true(v.outside_bound && !v.tampering);
+	}
+	assert_int_equal(sample_decide(claims, outside, 0, 0.003, 0.03, &v, &d), CA_ERR_INVALID);
+}
+
+static void test_code_allowlist(void **state)
+{
+	(void)state;
+	assert_true(cand_proc_code_allowed("abi.forward_failed"));
+	assert_true(cand_proc_code_allowed("fault.illegal_address"));
+	assert_true(cand_proc_code_allowed("hack.torch_compute"));
+	assert_true(cand_proc_code_allowed("worker.oom"));
+	assert_false(cand_proc_code_allowed("env.bridge"));
+	assert_false(cand_proc_code_allowed("task.forward_raised"));
+	assert_false(cand_proc_code_allowed("internal"));
+	assert_false(cand_proc_code_allowed("abi."));
+	assert_false(cand_proc_code_allowed(NULL));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sample_rule),
+		cmocka_unit_test(test_code_allowlist),
+		cmocka_unit_test(test_honest_passes),
+		cmocka_unit_test(test_lying_times_are_tampering),
+		cmocka_unit_test(test_slight_lie_is_held_to_outside),
+		cmocka_unit_test(test_skipping_later_calls_is_caught),
+		cmocka_unit_test(test_late_writes_are_caught),
+		cmocka_unit_test(test_buffer_cache_is_caught),
+		cmocka_unit_test(test_unasked_event_is_tampering),
+		cmocka_unit_test(test_blaming_the_environment_is_tampering),
+		cmocka_unit_test(test_calibration_is_made_before_load),
+	};
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
