@@ -11,24 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import platform
 import sys
-from typing import IO, BinaryIO
 
-
-def _take_stdio() -> tuple[BinaryIO, IO[str]]:
-    """Private copies of fds 0/1 for the protocol; fd 0 becomes /dev/null, fd 1 stderr."""
-    sys.stdout.flush()
-    requests = os.fdopen(os.dup(0), "rb")
-    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    sys.stdout = sys.stderr
-    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
-    return requests, answers
+from .wire import take_stdio
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     args = parser.parse_args(argv)
-    requests, answers = _take_stdio()
+    requests, answers = take_stdio()
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="cuda_agent_bridge: %(message)s"
     )

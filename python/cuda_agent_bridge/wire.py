@@ -11,13 +11,22 @@ Contract (docs/protocol.md):
   ``decode_scalars(raw, kinds)`` checks a list of such pairs against ``kinds`` (argument index ->
   ``bool``, ``int`` or ``float``): every index exactly once, values of the right kind; it returns
   the pairs in index order with Python values, or raises ``ValueError`` with one line saying
-  what is wrong. Nothing here imports torch.
+  what is wrong.
+- ``take_stdio()`` keeps private copies of fds 0 and 1 for a protocol (requests in, answers or
+  events out) and points fd 0 at /dev/null and fd 1 (and ``sys.stdout``) at stderr, so that
+  nothing else the process prints can be read as protocol. Both the bridge and the runner call
+  it first.
+
+Nothing here imports torch.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Mapping
+from typing import IO, BinaryIO
 
 NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 SCALAR_KINDS: dict[str, type] = {"bool": bool, "int64": int, "float64": float}
@@ -88,3 +97,17 @@ def decode_scalars(raw: object, kinds: Mapping[int, type],
 def encode_scalars(values: Mapping[int, bool | int | float]) -> list[list[object]]:
     """{index: value} -> [[index, value], ...] in index order, JSON-safe."""
     return [[i, json_safe(v)] for i, v in sorted(values.items())]
+
+
+def take_stdio() -> tuple[BinaryIO, IO[str]]:
+    """Private copies of fds 0/1 for the protocol; fd 0 becomes /dev/null, fd 1 stderr."""
+    sys.stdout.flush()
+    incoming = os.fdopen(os.dup(0), "rb")
+    outgoing = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdout = sys.stderr
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    return incoming, outgoing

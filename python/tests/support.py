@@ -303,6 +303,28 @@ def get_init_inputs():
     return []
 """
 
+def relu_scale_bias_task(rows: int, cols: int) -> str:
+    """A task with a parameter and a Python float argument: relu(x) * scale + bias."""
+    return f"""
+import torch
+from torch import nn
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(n))
+
+    def forward(self, x, scale):
+        return torch.relu(x) * scale + self.bias
+
+def get_inputs():
+    return [torch.randn({rows}, {cols}), 2.0]
+
+def get_init_inputs():
+    return [{cols}]
+"""
+
+
 # Parameters plus a Python float argument.
 LINEAR_SCALE = """
 import torch

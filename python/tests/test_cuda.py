@@ -14,28 +14,11 @@ from typing import Any
 import pytest
 import torch
 
-from support import Bridge, Runner, TestSlots, write_task
+from support import Bridge, Runner, TestSlots, relu_scale_bias_task, write_task
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
-TASK = """
-import torch
-from torch import nn
-
-class Model(nn.Module):
-    def __init__(self, n):
-        super().__init__()
-        self.bias = nn.Parameter(torch.randn(n))
-
-    def forward(self, x, scale):
-        return torch.relu(x) * scale + self.bias
-
-def get_inputs():
-    return [torch.randn(4096, 1024), 2.0]
-
-def get_init_inputs():
-    return [1024]
-"""
+TASK = relu_scale_bias_task(4096, 1024)
 TRITON = '''
 import torch
 import triton

@@ -15,26 +15,9 @@ from typing import Any
 import pytest
 import torch
 
-from support import Bridge, Runner, TestSlots, make_slots, write_task
+from support import Bridge, Runner, TestSlots, make_slots, relu_scale_bias_task, write_task
 
-TASK = """
-import torch
-from torch import nn
-
-class Model(nn.Module):
-    def __init__(self, n):
-        super().__init__()
-        self.bias = nn.Parameter(torch.randn(n))
-
-    def forward(self, x, scale):
-        return torch.relu(x) * scale + self.bias
-
-def get_inputs():
-    return [torch.randn(8, 32), 2.0]
-
-def get_init_inputs():
-    return [32]
-"""
+TASK = relu_scale_bias_task(8, 32)
 SPEC: dict[str, Any] = {
     "args": [{"index": 0, "name": "x", "dtype": "float32", "shape": [8, 32], "device": "cuda"},
              {"index": 1, "name": "scale", "dtype": "float64", "shape": [], "device": "cpu"}],

@@ -15,28 +15,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO, BinaryIO
+
+from ..wire import take_stdio
 
 USAGE = ("usage: python -m cuda_agent_bridge.runner PLAN.json\n"
          "       python -m cuda_agent_bridge.runner --record CANDIDATE.py SPECS.json")
 
 
-def _take_stdio() -> tuple[BinaryIO, IO[str]]:
-    """Private copies of fds 0/1 (commands, events); fd 0 becomes /dev/null, fd 1 stderr."""
-    sys.stdout.flush()
-    commands = os.fdopen(os.dup(0), "rb")
-    events = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    sys.stdout = sys.stderr
-    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
-    return commands, events
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    commands, stream = _take_stdio()
+    commands, stream = take_stdio()
     args = list(sys.argv[1:] if argv is None else argv)
     sys.dont_write_bytecode = True  # candidate code is imported from read-only places
 
