@@ -662,6 +662,24 @@ static bool fatbin_line(struct scan *s, const char *ln, size_t n)
 	return false;
 }
 
+/* A file-scope `.globl NAME`: allowed. GCC 13's <iostream> emits `.globl
+ * _ZSt21ios_base_library_initv` at file scope (it pulls in the library's stream initializer);
+ * the directive only changes a symbol's binding, it can place no byte anywhere. */
+static bool globl_line(const char *ln, size_t n)
+{
+	const char *p = ln;
+	size_t m = n;
+	trim(&p, &m);
+	if (m <= 7 || memcmp(p, ".globl", 6) != 0 || !is_blank(p[6]))
+		return false;
+	p += 7;
+	m -= 7;
+	trim(&p, &m);
+	if (m == 0 || (p[0] >= '0' && p[0] <= '9'))
+		return false;
+	return all_of(p, m, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.$");
+}
+
 /* File-scope asm of the candidate's: named once per unit (GCC gives it no marker; the line is
  * looked up in the unit's source, best effort). */
 static void filescope_asm(struct scan *s)
@@ -697,7 +715,7 @@ static void scan_line(struct scan *s, const char *ln, size_t n)
 	}
 	if (s->app && s->block) {
 		s->quiet = s->block_candidate; /* refused as a whole already */
-	} else if (s->app && !fatbin_line(s, ln, n)) {
+	} else if (s->app && !fatbin_line(s, ln, n) && !globl_line(ln, n)) {
 		filescope_asm(s);
 		s->quiet = true;
 	}

@@ -185,7 +185,11 @@ static const struct trule raw_rules[] = {
 	{"__libc_dl*", TORCH_TAMPERING, T_DL},
 	{"mprotect", TORCH_TAMPERING, T_PATCH}, {"pkey_mprotect", TORCH_TAMPERING, T_PATCH},
 	{"ptrace", TORCH_TAMPERING, T_PATCH}, {"process_vm_*", TORCH_TAMPERING, T_PATCH},
-	{"syscall", TORCH_TAMPERING, T_PATCH},
+	/* Not `syscall`: Ubuntu 24.04's toolchain (GCC 13.3) with torch 2.11's headers makes every
+	 * extension import it (seen on the H200 host: honest workdir and load_inline modules), so
+	 * it is no evidence. Raw system calls are the sandbox's (seccomp filters by number and
+	 * arguments whatever the entry), and a patched clock in the candidate's process only
+	 * changes its claims, which the supervisor's outside bound holds (docs/security.md). */
 	{"PyRun_*", TORCH_TAMPERING, T_PY}, {"_PyRun_*", TORCH_TAMPERING, T_PY},
 	{"PyImport_*", TORCH_TAMPERING, T_PY}, {"_PyImport_*", TORCH_TAMPERING, T_PY},
 	{"Py_CompileString*", TORCH_TAMPERING, T_PY}, {"_Py_CompileString*", TORCH_TAMPERING, T_PY},

@@ -392,60 +392,50 @@ int device_poison(struct device *dev, struct device_slot *s, size_t off, size_t 
 	return r ? cu_fail(dev, d, r, "poisoning the outputs (cuMemsetD8Async)") : 0;
 }
 
-static void perturb_cpu(void *p, size_t n, enum ca_dtype t, double factor, uint64_t seed)
+static void perturb_cpu(void *p, size_t n, enum ca_dtype t, uint64_t from, uint64_t to,
+			uint64_t thr)
 {
-	switch (t) {
-	case CA_DTYPE_F64:
-		for (size_t i = 0; i < n; i++)
-			((double *)p)[i] *= factor;
-		break;
-	case CA_DTYPE_F32:
-		for (size_t i = 0; i < n; i++)
-			((float *)p)[i] *= (float)factor;
-		break;
-	case CA_DTYPE_F16:
-		for (size_t i = 0; i < n; i++)
-			((uint16_t *)p)[i] = ca_prep_perturb_f16(((uint16_t *)p)[i], (float)factor,
-								 ca_prep_element_hash(seed, i));
-		break;
-	case CA_DTYPE_BF16:
-		for (size_t i = 0; i < n; i++)
-			((uint16_t *)p)[i] = ca_prep_perturb_bf16(((uint16_t *)p)[i], (float)factor,
-								  ca_prep_element_hash(seed, i));
-		break;
-	default:
-		break;
+	for (size_t i = 0; i < n; i++) {
+		float f = ca_prep_toggle(from, to, i, thr);
+		if (f == 1.0f)
+			continue;
+		switch (t) {
+		case CA_DTYPE_F64: ((double *)p)[i] *= (double)f; break;
+		case CA_DTYPE_F32: ((float *)p)[i] *= f; break;
+		case CA_DTYPE_F16: ((uint16_t *)p)[i] = ca_prep_scale_f16(((uint16_t *)p)[i], f); break;
+		case CA_DTYPE_BF16:
+			((uint16_t *)p)[i] = ca_prep_scale_bf16(((uint16_t *)p)[i], f);
+			break;
+		default: return;
+		}
 	}
 }
 
 int device_perturb(struct device *dev, struct device_slot *s, size_t off, size_t numel,
-		   enum ca_dtype t, double factor, uint64_t seed, struct ca_diag *d)
+		   enum ca_dtype t, uint64_t from, uint64_t to, double fraction, struct ca_diag *d)
 {
 	int idx = t == CA_DTYPE_F64 ? 0 : t == CA_DTYPE_F32 ? 1 : t == CA_DTYPE_F16 ? 2
 		: t == CA_DTYPE_BF16 ? 3 : -1;
 	size_t size = ca_dtype_size(t);
-	float f32 = (float)factor;
+	uint64_t thr = ca_prep_threshold(fraction);
 	CUdeviceptr p;
 	int rc;
 
-	if (idx < 0 || numel == 0)
+	if (idx < 0 || numel == 0 || from == to)
 		return 0;
 	if (numel > SIZE_MAX / size)
 		return ca_fail(d, CA_ERR_LIMIT, "perturb: size overflow");
 	if ((rc = check_range(s, off, numel * size, d)))
 		return rc;
 	if (dev->kind == DEVICE_CPU) {
-		perturb_cpu((unsigned char *)s->host + off, numel, t, factor, seed);
+		perturb_cpu((unsigned char *)s->host + off, numel, t, from, to, thr);
 		return 0;
 	}
 	if ((rc = make_current(dev, d)))
 		return rc;
 	p = s->dptr + off;
-	void *args_f64[] = {&p, &numel, &factor};
-	void *args_f32[] = {&p, &numel, &f32};
-	void *args_half[] = {&p, &numel, &f32, &seed};
-	return launch(dev, dev->fn_perturb[idx], blocks_for(numel),
-		      idx == 0 ? args_f64 : idx == 1 ? args_f32 : args_half,
+	void *args[] = {&p, &numel, &from, &to, &thr};
+	return launch(dev, dev->fn_perturb[idx], blocks_for(numel), args,
 		      "perturbing an input (cuLaunchKernel)", d);
 }
 

@@ -92,10 +92,12 @@ int device_flush_alloc(struct device *dev, double factor, size_t *bytes, struct 
 /* Enqueued: 0xFF bytes over [off, off + nbytes) of the slot (NaN in every float format). */
 int device_poison(struct device *dev, struct device_slot *s, size_t off, size_t nbytes,
 		  struct ca_diag *d);
-/* Enqueued: numel elements of type t at off multiplied by factor (prep.h); non-float types are
- * left alone. seed drives the stochastic rounding of f16 and bf16. */
+/* Enqueued: moves numel elements of type t at off from perturbation state `from` to `to`
+ * (prep.h: each element at its placed value or half of it, `fraction` of them halved in each
+ * state; state 0 is the set as placed); non-float types are left alone. */
 int device_perturb(struct device *dev, struct device_slot *s, size_t off, size_t numel,
-		   enum ca_dtype t, double factor, uint64_t seed, struct ca_diag *d);
+		   enum ca_dtype t, uint64_t from, uint64_t to, double fraction,
+		   struct ca_diag *d);
 /* Checksums (prep.h): device_checksum_reset() zeroes an accumulator, device_checksum_add()
  * enqueues the checksum of [off, off + nbytes) of a slot (off 8-byte aligned) into it, and
  * device_checksum_read() waits and reads the sum. */

@@ -10,32 +10,37 @@
 
 extern "C" __global__ void ca_dev_empty(void) {}
 
-extern "C" __global__ void ca_dev_perturb_f64(double *p, size_t n, double f)
+// Moves a set from seed `from` to seed `to` (prep.h: each element at its value or half of it).
+extern "C" __global__ void ca_dev_perturb_f64(double *p, size_t n, uint64_t from, uint64_t to,
+					      uint64_t thr)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
-		p[i] *= f;
+		p[i] *= (double)ca_prep_toggle(from, to, i, thr);
 }
 
-extern "C" __global__ void ca_dev_perturb_f32(float *p, size_t n, float f)
+extern "C" __global__ void ca_dev_perturb_f32(float *p, size_t n, uint64_t from, uint64_t to,
+					      uint64_t thr)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
-		p[i] *= f;
+		p[i] *= ca_prep_toggle(from, to, i, thr);
 }
 
-extern "C" __global__ void ca_dev_perturb_bf16(uint16_t *p, size_t n, float f, uint64_t seed)
+extern "C" __global__ void ca_dev_perturb_bf16(uint16_t *p, size_t n, uint64_t from, uint64_t to,
+					       uint64_t thr)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
-		p[i] = ca_prep_perturb_bf16(p[i], f, ca_prep_element_hash(seed, i));
+		p[i] = ca_prep_scale_bf16(p[i], ca_prep_toggle(from, to, i, thr));
 }
 
-extern "C" __global__ void ca_dev_perturb_f16(uint16_t *p, size_t n, float f, uint64_t seed)
+extern "C" __global__ void ca_dev_perturb_f16(uint16_t *p, size_t n, uint64_t from, uint64_t to,
+					      uint64_t thr)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
-		p[i] = ca_prep_perturb_f16(p[i], f, ca_prep_element_hash(seed, i));
+		p[i] = ca_prep_scale_f16(p[i], ca_prep_toggle(from, to, i, thr));
 }
 
 // Sums the hashed 8-byte words of [words, words + nwords) plus a zero-padded tail into *out.

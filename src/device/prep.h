@@ -1,10 +1,16 @@
 /* prep: the arithmetic of a call's preparation, shared by the supervisor's GPU kernels
  * (kernels.cu) and its CPU backend (device.c, for tests without a GPU): one implementation.
  *
- *   - perturbation: x *= factor for f64 (in double) and f32 (in float); f16 and bf16 are
- *     computed in float and rounded stochastically with a counter-based hash of (seed, index),
- *     so a factor closer to 1 than half an ulp still changes values, without bias. Infinities,
- *     NaN and products that would overflow keep their value.
+ *   - perturbation: every element of a set is either at its placed value or at half of it,
+ *     chosen per element by a counter-based hash of (the set's current seed, index): a bit
+ *     that is 1 with probability `fraction`. Moving a set from seed `from` to seed `to`
+ *     halves the elements whose bit turns on and doubles those whose bit turns off (seed 0:
+ *     the set as placed, every bit off). Scaling by two is exact in every float format
+ *     (subnormals aside), so values never drift however many calls a set serves, and stay in
+ *     [x/2, x]: signs and ranges such as (0, 1) are kept. Each call's inputs differ from every
+ *     earlier state of the set in about half the elements, independently, so no output can be
+ *     derived from an earlier one without the work, and an earlier output served again misses
+ *     the tolerance. Infinities and NaN keep their value.
  *   - checksum: every 8-byte word (a tail zero-padded) is hashed with its index and a salt and
  *     the hashes are summed mod 2^64: any changed bit changes the sum except with probability
  *     ~2^-64, and the sum does not depend on the order of the additions.
@@ -53,22 +59,6 @@ CA_PREP_FN uint32_t ca_prep_bits(float f)
 	return b;
 }
 
-/* bf16 is the top half of a float: adding 16 random bits below the cut and truncating rounds
- * up (in magnitude) with probability (dropped bits) / 2^16: unbiased stochastic rounding. */
-CA_PREP_FN uint16_t ca_prep_perturb_bf16(uint16_t b, float f, uint64_t h)
-{
-	uint32_t yb, rounded;
-	if ((b & 0x7f80u) == 0x7f80u)
-		return b;
-	yb = ca_prep_bits(ca_prep_float((uint32_t)b << 16) * f);
-	if ((yb & 0x7f800000u) == 0x7f800000u)
-		return b;
-	rounded = (yb + (uint32_t)(h & 0xffffu)) >> 16;
-	if ((rounded & 0x7f80u) == 0x7f80u)
-		rounded = yb >> 16; /* rounding up would overflow: truncate instead */
-	return (uint16_t)rounded;
-}
-
 /* IEEE half -> float (exact). */
 CA_PREP_FN float ca_prep_half_to_float(uint16_t h)
 {
@@ -100,29 +90,41 @@ CA_PREP_FN uint16_t ca_prep_float_to_half_rz(float x)
 	return (uint16_t)(sign | ((uint32_t)exp << 10) | (mant >> 13));
 }
 
-/* f16: round toward zero, then step one ulp away from zero with probability equal to the
- * fraction of an ulp that was dropped. */
-CA_PREP_FN uint16_t ca_prep_perturb_f16(uint16_t b, float f, uint64_t h)
+/* Whether element i of a set at seed `seed` is halved (seed 0: never). */
+CA_PREP_FN int ca_prep_halved(uint64_t seed, uint64_t i, uint64_t threshold)
 {
-	float y, lof, hif, ay, alo, ahi, frac, u;
-	uint16_t lb, hb;
-	if ((b & 0x7c00u) == 0x7c00u)
+	return seed != 0 && ca_prep_element_hash(seed, i) < threshold;
+}
+
+/* The factor element i is scaled by when its set moves from `from` to `to`: 0.5, 2 or 1. */
+CA_PREP_FN float ca_prep_toggle(uint64_t from, uint64_t to, uint64_t i, uint64_t threshold)
+{
+	int d = ca_prep_halved(from, i, threshold) - ca_prep_halved(to, i, threshold);
+	return d < 0 ? 0.5f : d > 0 ? 2.0f : 1.0f;
+}
+
+CA_PREP_FN uint16_t ca_prep_scale_bf16(uint16_t b, float f)
+{
+	if (f == 1.0f || (b & 0x7f80u) == 0x7f80u)
+		return b;
+	return (uint16_t)(ca_prep_bits(ca_prep_float((uint32_t)b << 16) * f) >> 16);
+}
+
+CA_PREP_FN uint16_t ca_prep_scale_f16(uint16_t b, float f)
+{
+	if (f == 1.0f || (b & 0x7c00u) == 0x7c00u)
 		return b; /* inf or NaN */
-	y = ca_prep_half_to_float(b) * f;
-	lb = ca_prep_float_to_half_rz(y);
-	lof = ca_prep_half_to_float(lb);
-	if (lof == y)
-		return lb;
-	hb = (uint16_t)(lb + 1u); /* next magnitude, same sign */
-	if ((hb & 0x7c00u) == 0x7c00u)
-		return lb;
-	hif = ca_prep_half_to_float(hb);
-	ay = y < 0 ? -y : y;
-	alo = lof < 0 ? -lof : lof;
-	ahi = hif < 0 ? -hif : hif;
-	frac = (ay - alo) / (ahi - alo);
-	u = (float)(h >> 40) * 5.9604644775390625e-08f; /* 24 random bits in [0, 1) */
-	return u < frac ? hb : lb;
+	return ca_prep_float_to_half_rz(ca_prep_half_to_float(b) * f);
+}
+
+/* `fraction` (0..1] of elements halved in each state, as a threshold on a 64-bit hash. */
+CA_PREP_FN uint64_t ca_prep_threshold(double fraction)
+{
+	if (!(fraction > 0))
+		return 0;
+	if (fraction >= 1.0)
+		return UINT64_MAX;
+	return (uint64_t)(fraction * 18446744073709551616.0);
 }
 
 #endif

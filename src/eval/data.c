@@ -192,6 +192,7 @@ int data_fill(struct run *r, uint64_t model_seed, bool params, const struct data
 		return -1;
 	}
 	for (int i = 0; i < nsets; i++) {
+		D->state[sets[i].input] = 0;
 		json_decref(D->scalars[sets[i].input]);
 		D->scalars[sets[i].input] = json_incref(json_array_get(scalars, (size_t)i));
 	}
@@ -372,8 +373,7 @@ int data_check(struct run *r, int input, json_t *entry)
 
 /* ---- the loop's view ------------------------------------------------------------------------- */
 
-static int loop_prepare(void *ctx, int input, int special, double factor, uint64_t seed,
-			struct loop_fail *f)
+static int loop_prepare(void *ctx, int input, int special, uint64_t seed, struct loop_fail *f)
 {
 	struct run *r = ctx;
 	struct run_data *D = &r->data;
@@ -385,12 +385,13 @@ static int loop_prepare(void *ctx, int input, int special, double factor, uint64
 			if (D->lay_inputs.offset[i] == SIZE_MAX || !ca_dtype_is_float(t->dtype))
 				continue;
 			if (device_perturb(&D->dev, &D->inputs[input], D->lay_inputs.offset[i],
-					   (size_t)tensor_spec_numel(t), t->dtype, factor,
-					   seed ^ (uint64_t)i, &d)) {
+					   (size_t)tensor_spec_numel(t), t->dtype, D->state[input], seed,
+					   r->o->protocol.timing.perturb_scale, &d)) {
 				loop_fail_set(f, "env.gpu", "perturbing an input: %s", d.msg);
 				return CA_ERR_IO;
 			}
 		}
+		D->state[input] = seed;
 	} else {
 		const struct eval_protocol *p = &r->o->protocol;
 		struct data_set set = {.input = input};

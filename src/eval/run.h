@@ -45,6 +45,7 @@ struct run_data {
 	int nfds;
 	json_t *scalars[RUN_MAX_INPUTS]; /* the Python-number arguments of the set in inputs[r] */
 	uint64_t in_sum[RUN_MAX_INPUTS]; /* checksum of inputs[r] as prepared */
+	uint64_t state[RUN_MAX_INPUTS];  /* perturbation state of inputs[r] (0: as placed) */
 	uint64_t params_sum;             /* checksum of params as filled */
 	uint64_t model_seed;             /* the model whose state is in params */
 	uint64_t salt;
@@ -87,6 +88,12 @@ struct run {
 	bool proc_started;
 	char err_path[PATH_MAX];
 	struct loop loop; /* the candidate as callee */
+	/* the reference: a twin of the native worker that never loads candidate code (empty
+	 * calls only: protocol/loop.h, LOOP_SEND_REF) */
+	struct ca_child twin_child;
+	struct cand_proc twin;
+	bool twin_started;
+	char twin_err_path[PATH_MAX];
 	/* results */
 	json_t *trials;
 	bool verify_ok;

@@ -42,12 +42,17 @@ json_t *timing_summary(const struct loop_result *t, const struct loop_calibratio
 	json_object_set_new(o, "claims_median_ms", json_real(v->claims_median_ms));
 	json_object_set_new(o, "outside_ms", json_real(v->outside_ms));
 	json_object_set_new(o, "outside_median_ms", json_real(v->outside_median_ms));
+	json_object_set_new(o, "outside_se_ms", json_real(v->outside_se_ms));
 	json_object_set_new(o, "tol_ms", json_real(v->tol_ms));
 	json_object_set_new(o, "bound", json_string(v->outside_bound ? "outside" : "claims"));
 	json_object_set_new(o, "rse", isfinite(v->rse) ? json_real(v->rse) : json_null());
 	json_object_set_new(o, "samples", json_integer((json_int_t)t->n));
 	json_object_set_new(o, "event_overhead_ms", json_real(cal->ev_ms));
 	json_object_set_new(o, "window_overhead_ms", json_real(cal->window_s * 1e3));
+	json_object_set_new(o, "outside_reference",
+			    json_string(t->paired ? "twin" : "calibration"));
+	if (t->paired)
+		json_object_set_new(o, "reference_offset_ms", json_real(cal->ref_offset_s * 1e3));
 	json_object_set_new(o, "warmup_calls", json_integer(t->warmup_calls));
 	json_object_set_new(o, "stop_reason",
 			    t->stop_reason ? json_string(t->stop_reason) : json_null());
@@ -101,13 +106,13 @@ void step_profile(struct run *r)
 	struct loop_window w;
 	double t0 = ca_now();
 
-	if (r->loop.ops.prepare(r, 0, LOOP_NORMAL, 1.0, 0, &f) ||
+	if (r->loop.ops.prepare(r, 0, LOOP_NORMAL, 1, &f) ||
 	    loop_window(&r->loop, 0, LOOP_SEND_CALL, &w, &f))
 		goto failed;
 	for (int i = 0; i < calls; i++) {
 		json_t *fields, *ans = NULL;
 		json_t *sc = r->data.scalars[0];
-		if (r->loop.ops.prepare(r, 0, LOOP_NORMAL, 1.0, (uint64_t)i, &f))
+		if (r->loop.ops.prepare(r, 0, LOOP_NORMAL, 2 * (uint64_t)i + 3, &f))
 			goto failed;
 		fields = json_pack("{s:i, s:o, s:b}", "input", 0, "scalars",
 				   sc ? json_incref(sc) : json_array(), "last", i == calls - 1);
@@ -173,13 +178,12 @@ static int bench_wait(void *ctx, double *ev_ms, struct loop_fail *f)
 	return 0;
 }
 
-static int bench_prepare(void *ctx, int input, int special, double factor, uint64_t seed,
-			 struct loop_fail *f)
+static int bench_prepare(void *ctx, int input, int special, uint64_t seed, struct loop_fail *f)
 {
 	struct bench *b = ctx;
 	struct loop_ops data;
 	data_loop_ops(b->r, &data);
-	return data.prepare(b->r, input, special, factor, seed, f);
+	return data.prepare(b->r, input, special, seed, f);
 }
 
 /* One baseline (eager or compile) timed by the loop; the summary or {"error", "code"}. */
@@ -216,7 +220,7 @@ static json_t *time_baseline(struct run *r, const char *mode, double *compile_s)
 	json_decref(ans);
 	memset(&L, 0, sizeof L);
 	L.ops = (struct loop_ops){.ctx = &b, .prepare = bench_prepare, .send = bench_send,
-				  .wait = bench_wait};
+				  .wait = bench_wait, .trusted = true};
 	L.dev = &r->data.dev;
 	memset(&res, 0, sizeof res);
 	rc = loop_calibrate(&L, LOOP_CALIBRATION_RUNS, &f);

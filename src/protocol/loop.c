@@ -23,6 +23,22 @@ static int env_fail(struct loop_fail *f, int rc, const char *what, const struct 
 	return rc < 0 ? rc : CA_ERR_IO;
 }
 
+/* Diagnostics: CUDA_AGENT_LOOP_TRACE=FILE appends one line per window (kind, answer, window,
+ * probes, first probe, all probes in seconds, the claimed event time in ms). */
+static void trace(enum loop_send what, const struct loop_window *w)
+{
+	static FILE *out;
+	static bool tried;
+	if (!tried) {
+		const char *path = getenv("CUDA_AGENT_LOOP_TRACE");
+		tried = true;
+		out = path && path[0] ? fopen(path, "a") : NULL;
+	}
+	if (out)
+		fprintf(out, "%d %.9f %.9f %d %.9f %.9f %.6f\n", (int)what, w->answer_s,
+			w->window_s, w->probes, w->first_probe_s, w->probe_s, w->ev_ms);
+}
+
 /* ---- one window -------------------------------------------------------------------------------- */
 
 int loop_window(struct loop *L, int input, enum loop_send what, struct loop_window *w,
@@ -38,6 +54,7 @@ int loop_window(struct loop *L, int input, enum loop_send what, struct loop_wind
 	if ((rc = L->ops.send(L->ops.ctx, input, what, f)) ||
 	    (rc = L->ops.wait(L->ops.ctx, &w->ev_ms, f)))
 		return rc;
+	w->answer_s = ca_now() - t0;
 	/* Contexts of different processes take turns on the GPU: a probe waits for whatever the
 	 * callee left running (up to a time slice; then the callee's work resumes and the next
 	 * probe waits again), so probing until a probe is quick drains it into the window. */
@@ -64,6 +81,7 @@ int loop_window(struct loop *L, int input, enum loop_send what, struct loop_wind
 	}
 	t1 = ca_now();
 	w->window_s = t1 - t0;
+	trace(what, w);
 	return 0;
 }
 
@@ -78,7 +96,8 @@ static double median_of(double *x, size_t n)
 int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 {
 	double win[LOOP_CALIBRATION_RUNS * 4], ev[LOOP_CALIBRATION_RUNS * 4],
-		first[LOOP_CALIBRATION_RUNS * 4], absdev[LOOP_CALIBRATION_RUNS * 4];
+		first[LOOP_CALIBRATION_RUNS * 4], absdev[LOOP_CALIBRATION_RUNS * 4],
+		pair[LOOP_CALIBRATION_RUNS * 4];
 	size_t n = 0;
 	int rc;
 
@@ -87,20 +106,31 @@ int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 	if (runs > LOOP_CALIBRATION_RUNS * 4)
 		runs = LOOP_CALIBRATION_RUNS * 4;
 	L->calibrated = false;
-	for (int i = 0; i < 3 + runs; i++) {
-		struct loop_window w;
-		/* Probes before calibration: every probe after the first is quiet enough */
-		if ((rc = loop_window(L, 0, LOOP_SEND_EMPTY, &w, f)))
+	for (int i = 0; i < LOOP_CALIBRATION_WARM + runs; i++) {
+		struct loop_window w, ref;
+		/* Each empty window is prepared like a timed call: the supervisor's own GPU work
+		 * just before a window changes what the window costs. Probes before calibration:
+		 * every probe after the first is quiet enough */
+		if ((L->ops.prepare &&
+		     (rc = L->ops.prepare(L->ops.ctx, 0, LOOP_NORMAL, (uint64_t)(4 * i + 1), f))) ||
+		    (rc = loop_window(L, 0, LOOP_SEND_EMPTY, &w, f)))
 			return rc;
-		if (i < 3)
+		if (L->ops.has_ref &&
+		    ((L->ops.prepare &&
+		      (rc = L->ops.prepare(L->ops.ctx, 0, LOOP_NORMAL, (uint64_t)(4 * i + 3), f))) ||
+		     (rc = loop_window(L, 0, LOOP_SEND_REF, &ref, f))))
+			return rc;
+		if (i < LOOP_CALIBRATION_WARM)
 			continue;
 		win[n] = w.window_s;
 		ev[n] = w.ev_ms;
 		first[n] = w.first_probe_s;
+		pair[n] = L->ops.has_ref ? w.window_s - ref.window_s : 0.0;
 		n++;
 	}
 	L->cal.window_s = median_of(win, n);
 	L->cal.ev_ms = median_of(ev, n);
+	L->cal.ref_offset_s = median_of(pair, n);
 	for (size_t i = 0; i < n; i++)
 		absdev[i] = fabs(win[i] - L->cal.window_s);
 	L->cal.spread_s = 1.4826 * median_of(absdev, n);
@@ -108,7 +138,8 @@ int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 	/* A probe right after a call pays for switching the GPU to this context; one that takes
 	 * several times as long waited for the callee's own work. */
 	L->cal.probe_quiet_s = fmax(4.0 * L->cal.first_probe_s, LOOP_PROBE_QUIET_MIN_S);
-	if (!isfinite(L->cal.window_s) || !isfinite(L->cal.ev_ms)) {
+	if (!isfinite(L->cal.window_s) || !isfinite(L->cal.ev_ms) ||
+	    !isfinite(L->cal.ref_offset_s)) {
 		loop_fail_set(f, "env.gpu", "calibration gave no usable times");
 		return CA_ERR_INVALID;
 	}
@@ -130,21 +161,21 @@ struct state {
 /* Prepare inputs[slot] (normal, special or final) with fresh random draws. */
 static int prepare(struct state *s, int slot, int special, struct loop_fail *f)
 {
-	double u = stats_rng_signed_nonzero(&s->rng);
-	uint64_t seed = stats_rng_next(&s->rng);
-	return s->L->ops.prepare(s->L->ops.ctx, slot, special, 1.0 + s->p->perturb_scale * u, seed,
-				 f);
+	uint64_t seed = stats_rng_next(&s->rng) | 1; /* 0 is the state of a set as placed */
+	return s->L->ops.prepare(s->L->ops.ctx, slot, special, seed, f);
 }
 
-static void claim_and_bound(const struct loop *L, const struct loop_window *w, double *claim,
-			    double *outside, int *invalid)
+static void claim_and_bound(const struct loop *L, const struct loop_window *w,
+			    const struct loop_window *ref, double *claim, double *outside,
+			    int *invalid)
 {
 	double window_ms = w->window_s * 1e3;
-	*outside = fmax(0.0, (w->window_s - L->cal.window_s) * 1e3);
+	*outside = ref ? (w->window_s - ref->window_s - L->cal.ref_offset_s) * 1e3
+		       : (w->window_s - L->cal.window_s) * 1e3;
 	*claim = w->ev_ms - L->cal.ev_ms;
 	if (!isfinite(w->ev_ms) || w->ev_ms < 0 || w->ev_ms > window_ms) {
 		/* No usable claim: the outside bound stands in for it. */
-		*claim = *outside;
+		*claim = fmax(0.0, *outside);
 		(*invalid)++;
 	}
 	*claim = fmax(0.0, *claim);
@@ -216,6 +247,26 @@ static int warm_up(struct state *s, struct loop_fail *f)
 	return 0;
 }
 
+/* Whether the outside bound's standard error is small next to the tolerance it is used with
+ * (half of it), over at least LOOP_REF_MIN_PAIRS calls. Checked every 8 calls. */
+static bool outside_settled(const struct loop_result *r, const struct timing_protocol *p)
+{
+	double se, tol, claims;
+	double *x;
+	if (r->n < LOOP_REF_MIN_PAIRS)
+		return false;
+	if (r->n % 8 != 0)
+		return false;
+	if (!(x = malloc(r->n * sizeof *x)))
+		return true; /* the verdict's own check fails on this later */
+	memcpy(x, r->claims_ms, r->n * sizeof *x);
+	claims = median_of(x, r->n);
+	se = sample_median_se(r->outside_ms, r->n, x);
+	free(x);
+	tol = fmax(p->tol_abs_us * 1e-3, p->tol_rel * claims);
+	return se <= 0.5 * tol;
+}
+
 int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64_t secret,
 	      struct loop_result *r, struct loop_fail *f)
 {
@@ -234,6 +285,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 		loop_fail_set(f, "internal", "the timed loop needs a calibration and input sets");
 		return CA_ERR_INVALID;
 	}
+	r->paired = L->ops.has_ref;
 	memset(&s, 0, sizeof s);
 	s.L = L;
 	s.p = p;
@@ -264,7 +316,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 	loop_t0 = ca_now();
 	checks_at_start = r->checks_s;
 	for (size_t i = 0;; i++) {
-		struct loop_window w;
+		struct loop_window w, ref;
 		int slot = (int)(s.turn++ % (unsigned long)nsets);
 		bool special = next < nspecial && special_at[next] == i;
 		enum timing_stop stop;
@@ -272,15 +324,6 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 		if ((rc = prepare(&s, slot, special ? next : LOOP_NORMAL, f)) ||
 		    (rc = loop_window(L, slot, LOOP_SEND_CALL, &w, f)))
 			goto out;
-		claim_and_bound(L, &w, &r->claims_ms[r->n], &r->outside_ms[r->n],
-				&r->claims_invalid);
-		r->slow_probes += w.slow;
-		if (stats_running_add(&run, r->claims_ms[r->n], &d)) {
-			loop_fail_set(f, "internal", "timing: %s", d.msg);
-			rc = CA_ERR_LIMIT;
-			goto out;
-		}
-		r->n++;
 		/* Checked or not is decided now, after the call has ended. */
 		if (L->ops.check) {
 			double chance = fmin(1.0, p->spot_density / (double)(i + 1));
@@ -295,11 +338,31 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 					goto out;
 			}
 		}
+		/* The reference window, prepared like a call (that prepare perturbs the set once
+		 * more, as the next call on it would anyway). */
+		if (L->ops.has_ref &&
+		    ((rc = prepare(&s, slot, LOOP_NORMAL, f)) ||
+		     (rc = loop_window(L, slot, LOOP_SEND_REF, &ref, f))))
+			goto out;
+		claim_and_bound(L, &w, L->ops.has_ref ? &ref : NULL, &r->claims_ms[r->n],
+				&r->outside_ms[r->n], &r->claims_invalid);
+		r->slow_probes += w.slow;
+		if (stats_running_add(&run, r->claims_ms[r->n], &d)) {
+			loop_fail_set(f, "internal", "timing: %s", d.msg);
+			rc = CA_ERR_LIMIT;
+			goto out;
+		}
+		r->n++;
 		if (special)
 			next++;
 		stop = timing_protocol_stop(p, r->n, stats_running_rse(&run),
 					    ca_now() - loop_t0 - (r->checks_s - checks_at_start),
 					    next < nspecial);
+		/* Converged claims are not enough while the outside bound is still too uncertain
+		 * to hold them to anything: keep going (within the budget) until it is. */
+		if (stop == TIMING_STOP_CONVERGED && L->ops.has_ref && !L->ops.trusted &&
+		    !outside_settled(r, p))
+			stop = TIMING_CONTINUE;
 		if (stop != TIMING_CONTINUE) {
 			r->budget_exhausted = stop != TIMING_STOP_CONVERGED;
 			r->stop_reason = stop == TIMING_STOP_CONVERGED ? "converged"
@@ -321,7 +384,8 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 		r->final_done = true;
 	}
 	if ((rc = sample_decide(r->claims_ms, r->outside_ms, r->n, p->tol_abs_us * 1e-3,
-				p->tol_rel, &r->verdict, &d))) {
+				p->tol_rel, L->ops.has_ref ? SAMPLE_PAIRED : SAMPLE_CALIBRATED,
+				L->ops.trusted, &r->verdict, &d))) {
 		loop_fail_set(f, "internal", "timing: %s", d.msg);
 		goto out;
 	}

@@ -32,11 +32,15 @@
 
 #define LOOP_NORMAL (-1) /* prepare: perturb the set in place */
 #define LOOP_FINAL  (-2) /* prepare: place the final (fresh) set */
-#define LOOP_CALIBRATION_RUNS 21
+#define LOOP_CALIBRATION_RUNS 31
+#define LOOP_CALIBRATION_WARM 24 /* untimed empty windows first (a new process is slow) */
+#define LOOP_REF_MIN_PAIRS 32   /* timed calls before the outside bound can be settled */
 #define LOOP_PROBE_MAX_S 5.0        /* a callee's GPU work still running after this: failure */
 #define LOOP_PROBE_QUIET_MIN_S 200e-6
 
-enum loop_send { LOOP_SEND_CALL, LOOP_SEND_EMPTY, LOOP_SEND_AUDIT };
+/* LOOP_SEND_REF: an empty call to the reference process (loop_ops.has_ref), never to the
+ * candidate's. */
+enum loop_send { LOOP_SEND_CALL, LOOP_SEND_EMPTY, LOOP_SEND_AUDIT, LOOP_SEND_REF };
 
 /* Why a step failed: a reason code (docs/result.md) and a message a person understands. */
 struct loop_fail {
@@ -50,11 +54,10 @@ void loop_fail_set(struct loop_fail *f, const char *code, const char *fmt, ...)
 struct loop_ops {
 	void *ctx;
 	/* Untimed, with the callee stopped: make inputs[input] ready (special == LOOP_NORMAL:
-	 * perturb its floating tensors by factor, seed driving the stochastic rounding; special
+	 * perturb its floating tensors into a new state drawn from seed (device/prep.h); special
 	 * >= 0: place special checked set `special`; LOOP_FINAL: place the final set), poison the
 	 * outputs, flush L2, synchronize. */
-	int (*prepare)(void *ctx, int input, int special, double factor, uint64_t seed,
-		       struct loop_fail *f);
+	int (*prepare)(void *ctx, int input, int special, uint64_t seed, struct loop_fail *f);
 	/* Resume the callee and send one command for inputs[input]. */
 	int (*send)(void *ctx, int input, enum loop_send what, struct loop_fail *f);
 	/* Wait for the answer, then stop the callee; *ev_ms is its claimed event time. A failed
@@ -65,6 +68,15 @@ struct loop_ops {
 	 * wrong output such as verify.input_modified), negative on failure (f). */
 	int (*check)(void *ctx, int input, int special, json_t *detail, struct loop_fail *f);
 	bool can_audit; /* a warm-up call may be sent as LOOP_SEND_AUDIT */
+	/* send/wait also take LOOP_SEND_REF: an empty call to a reference process that runs no
+	 * candidate code (a twin of the callee's process, started from the same trusted binary).
+	 * Its windows, one after every timed call, are the fixed cost of observing a call at that
+	 * moment, so drift in that cost (host scheduling, clocks, the GPU's context switches)
+	 * cancels call by call. */
+	bool has_ref;
+	/* The callee is trusted (the bridge timing a baseline): its claims decide, the outside
+	 * bound is only reported. */
+	bool trusted;
 };
 
 struct loop_calibration {
@@ -73,6 +85,8 @@ struct loop_calibration {
 	double spread_s;      /* robust spread of those windows (1.4826 * MAD) */
 	double probe_quiet_s; /* a probe that returns sooner found the GPU idle */
 	double first_probe_s; /* median first probe after an empty call */
+	double ref_offset_s;  /* with a reference: median(callee's empty window - the reference's
+				 window just after it), before any candidate code is loaded */
 };
 
 struct loop {
@@ -87,6 +101,7 @@ struct loop_window {
 	double ev_ms;
 	double probe_s;       /* all probes of the window */
 	double first_probe_s; /* the first one */
+	double answer_s;      /* from the send to the answer */
 	int probes;
 	bool slow;      /* the first probe found the GPU busy */
 };
@@ -103,7 +118,8 @@ struct loop_result {
 	size_t n;            /* timed calls */
 	double *claims_ms;   /* per call: claim - ev0, in [0, window] (the outside bound where
 				the claim was unusable) */
-	double *outside_ms;  /* per call: window - E0, floored at 0 */
+	double *outside_ms;  /* per call: window - E0 (with a reference: window - the reference's
+				window after it - ref_offset); not floored */
 	int claims_invalid;  /* claims that were not a number within the window */
 	int warmup_calls;
 	double warmup_ms;
@@ -113,6 +129,7 @@ struct loop_result {
 	bool budget_exhausted;
 	int special_checks, spot_checks, checks_failed;
 	bool final_done;
+	bool paired;         /* outside bounds are paired with reference windows */
 	int slow_probes;     /* windows whose first probe found the GPU busy */
 	int sm_clock_before, sm_clock_after; /* -1: unknown */
 	struct sample_verdict verdict;

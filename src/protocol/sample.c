@@ -6,8 +6,23 @@
 
 #include "protocol/stats.h"
 
+double sample_median_se(const double *x, size_t n, double *scratch)
+{
+	double med;
+	if (n < 2)
+		return 0.0;
+	memcpy(scratch, x, n * sizeof *scratch);
+	stats_sort(scratch, n);
+	med = stats_median_sorted(scratch, n);
+	for (size_t i = 0; i < n; i++)
+		scratch[i] = fabs(x[i] - med);
+	stats_sort(scratch, n);
+	return 1.2533 * 1.4826 * stats_median_sorted(scratch, n) / sqrt((double)n);
+}
+
 int sample_decide(const double *claims_ms, const double *outside_ms, size_t n, double tol_abs_ms,
-		  double tol_rel, struct sample_verdict *v, struct ca_diag *d)
+		  double tol_rel, enum sample_mode mode, bool trusted, struct sample_verdict *v,
+		  struct ca_diag *d)
 {
 	struct stats_summary c, o;
 	double floor_ms, *sorted;
@@ -22,15 +37,20 @@ int sample_decide(const double *claims_ms, const double *outside_ms, size_t n, d
 		return rc;
 	if (!(sorted = malloc(n * sizeof *sorted)))
 		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
-	memcpy(sorted, outside_ms, n * sizeof *sorted);
-	stats_sort(sorted, n);
-	v->outside_ms = stats_quantile_sorted(sorted, n, SAMPLE_OUTSIDE_Q);
+	if (mode == SAMPLE_PAIRED) {
+		v->outside_ms = o.median;
+		v->outside_se_ms = sample_median_se(outside_ms, n, sorted);
+	} else {
+		memcpy(sorted, outside_ms, n * sizeof *sorted);
+		stats_sort(sorted, n);
+		v->outside_ms = stats_quantile_sorted(sorted, n, SAMPLE_OUTSIDE_Q);
+	}
 	free(sorted);
 	v->claims_median_ms = c.median;
 	v->outside_median_ms = o.median;
-	v->tol_ms = fmax(tol_abs_ms, tol_rel * fmax(v->outside_ms, 0.0));
+	v->tol_ms = fmax(tol_abs_ms, tol_rel * fmax(v->outside_ms, 0.0)) + 2.0 * v->outside_se_ms;
 	floor_ms = fmax(v->outside_ms - v->tol_ms, 0.0);
-	if (c.median >= floor_ms) {
+	if (trusted || c.median >= floor_ms) {
 		v->median_ms = c.median;
 		v->rse = c.rse;
 		return 0;

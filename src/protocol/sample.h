@@ -1,21 +1,29 @@
 /* sample: how a timing's median is decided (docs/protocol.md, "The sample").
  *
  * Each timed call gives two numbers: the callee's claim (its CUDA-event time less the event
- * overhead calibrated before any candidate code was loaded) and the outside bound (the
- * supervisor's window less the window calibrated the same way). Claims are precise but come
- * from a process the candidate owns; the outside bound is measured where the candidate cannot
- * reach but spans two processes and a GPU context switch, so it is noisy call by call, and a
- * busy host (CPU contention delays the wake-ups) only ever makes it larger. Its statistic is
- * therefore a low quantile, SAMPLE_OUTSIDE_Q, robust to delays that hit some calls. The median
- * is
+ * overhead calibrated before any candidate code was loaded) and the outside bound, measured on
+ * the supervisor's clock where the candidate cannot reach. Claims are precise but come from a
+ * process the candidate owns. The outside bound spans two processes, their wake-ups and two GPU
+ * context switches: a few hundred microseconds of fixed cost that drifts by tens of
+ * microseconds within a second on a busy or virtualized host. How that cost is taken out:
  *
- *     max(median(claims), q(outside) - tol),  tol = max(tol_abs, tol_rel * q(outside))
+ *   SAMPLE_PAIRED: every call's window less the window of an empty call to a reference process
+ *     (a twin of the callee's process that runs no candidate code) made right after it, less
+ *     their offset calibrated before any candidate code was loaded. Drift cancels pair by pair;
+ *     what is left is symmetric noise, so the statistic is the median of the pairs, with its
+ *     standard error se (from the MAD) added to the tolerance.
+ *   SAMPLE_CALIBRATED: every window less the median empty window of the calibration (no
+ *     reference process: the CPU backend, scripted tests). Delays only add, so the statistic
+ *     is a low quantile, SAMPLE_OUTSIDE_Q.
+ *
+ * The median is
+ *
+ *     max(median(claims), stat(outside) - tol),  tol = max(tol_abs, tol_rel * stat) + 2 se
  *
  * so honest claims decide wherever they agree with the outside clock, and a candidate that
- * understates its time gains at most tol (plus how far the quantile sits below the median of
- * its true times: nothing for a steady kernel). A claimed median below SAMPLE_GROSS_FRACTION of
- * the bound, by more than SAMPLE_GROSS_MS, is tampering: no honest call claims a fraction of what
- * the outside clock saw (the bound already discounts the fixed cost of observing a call).
+ * understates its time gains at most tol. A claimed median below SAMPLE_GROSS_FRACTION of the
+ * bound, by more than SAMPLE_GROSS_MS, is tampering: no honest call claims a fraction of what the
+ * outside clock saw. A trusted callee (the bridge timing a baseline) is decided by its claims.
  *
  * Pure arithmetic, no state. */
 #ifndef CA_PROTOCOL_SAMPLE_H
@@ -30,11 +38,15 @@
 #define SAMPLE_GROSS_FRACTION 0.25
 #define SAMPLE_GROSS_MS       0.100
 
+enum sample_mode { SAMPLE_CALIBRATED, SAMPLE_PAIRED };
+
 struct sample_verdict {
 	double median_ms;         /* what the reward uses */
 	double claims_median_ms;  /* median of the claims */
-	double outside_ms;        /* SAMPLE_OUTSIDE_Q quantile of the outside bounds */
+	double outside_ms;        /* the outside statistic (paired: the median; calibrated: the
+				     SAMPLE_OUTSIDE_Q quantile) */
 	double outside_median_ms; /* their median (reported) */
+	double outside_se_ms;     /* paired: the median's standard error (0 otherwise) */
 	double tol_ms;
 	double rse;               /* of the side that decided (INFINITY when undefined) */
 	bool outside_bound;       /* the outside bound decided */
@@ -44,6 +56,10 @@ struct sample_verdict {
 
 /* n >= 1 samples of each. CA_ERR_NOMEM, CA_ERR_INVALID (n == 0). */
 int sample_decide(const double *claims_ms, const double *outside_ms, size_t n, double tol_abs_ms,
-		  double tol_rel, struct sample_verdict *v, struct ca_diag *d);
+		  double tol_rel, enum sample_mode mode, bool trusted, struct sample_verdict *v,
+		  struct ca_diag *d);
+/* The standard error of the median of x[0..n) (1.2533 * 1.4826 * MAD / sqrt(n)); scratch holds
+ * n doubles. 0 for n < 2. */
+double sample_median_se(const double *x, size_t n, double *scratch);
 
 #endif

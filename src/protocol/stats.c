@@ -168,7 +168,7 @@ void timing_protocol_defaults(struct timing_protocol *p)
 	p->target_rse = 0.005;
 	p->budget_s = 2.0;
 	p->l2_flush_factor = 2.0;
-	p->perturb_scale = 0.0009765625;
+	p->perturb_scale = 0.5;
 	p->checks = 2;
 	p->spot_density = 6.0;
 	p->tol_abs_us = 3.0;

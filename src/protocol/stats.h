@@ -61,7 +61,7 @@ void stats_running_free(struct stats_running *r);
 
 /* ---- the protocol object ---------------------------------------------------------------------- */
 
-#define TIMING_PROTOCOL_VERSION 2
+#define TIMING_PROTOCOL_VERSION 3
 #define TIMING_MAX_SAMPLES 100000
 #define TIMING_MAX_CHECKS 1000
 #define TIMING_MAX_WARMUP_CALLS 100000
@@ -82,11 +82,12 @@ struct timing_protocol {
 	double target_rse;
 	double budget_s;
 	double l2_flush_factor;
-	double perturb_scale;
+	double perturb_scale; /* the fraction of a set's float elements halved in each of its states
+				 (device/prep.h), in (0, 0.5]; 0 turns perturbation off */
 	int checks;          /* special checked calls (fresh, near-duplicates) among min_samples */
 	double spot_density; /* timed call i is checked with probability min(1, this / (i + 1)) */
-	double tol_abs_us;   /* claims may be below the outside bound by max(tol_abs_us, */
-	double tol_rel;      /* tol_rel * outside median) (docs/protocol.md, "The sample") */
+	double tol_abs_us;   /* claims may be below the outside bound by max(tol_abs_us, tol_rel *  */
+	double tol_rel;      /* outside) + 2 se (protocol/sample.h; docs/protocol.md "The sample") */
 };
 
 /* The defaults of docs/protocol.md: 3 calls / 25 ms warm-up, 10..2000 samples, RSE 0.5%, 2 s,

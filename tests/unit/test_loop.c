@@ -164,23 +164,27 @@ struct harness {
 	struct device dev;
 	int fds[N_SETS + 1];
 	struct device_slot in[N_SETS], out;
-	struct ca_child child;
-	struct cand_proc proc;
+	struct ca_child child, ref_child;
+	struct cand_proc proc, ref;
+	bool has_ref;
 	struct loop L;
 	unsigned seed;
+	uint64_t state[N_SETS];
 	int checks, wrong;
 };
 
-static int h_prepare(void *ctx, int input, int special, double factor, uint64_t seed,
-		     struct loop_fail *f)
+static int h_prepare(void *ctx, int input, int special, uint64_t seed, struct loop_fail *f)
 {
 	struct harness *h = ctx;
 	struct ca_diag d = {{0}};
 	float *x = h->in[input].host;
 	if (special == LOOP_NORMAL) {
-		if (device_perturb(&h->dev, &h->in[input], 0, N_ELEMS, CA_DTYPE_F32, factor, seed, &d))
+		if (device_perturb(&h->dev, &h->in[input], 0, N_ELEMS, CA_DTYPE_F32,
+				   h->state[input], seed, 0.5, &d))
 			goto fail;
+		h->state[input] = seed;
 	} else {
+		h->state[input] = 0;
 		for (int i = 0; i < N_ELEMS; i++) /* a fresh set */
 			x[i] = (float)rand_r(&h->seed) / (float)RAND_MAX - 0.5f;
 	}
@@ -196,6 +200,8 @@ fail:
 static int h_send(void *ctx, int input, enum loop_send what, struct loop_fail *f)
 {
 	struct harness *h = ctx;
+	if (what == LOOP_SEND_REF)
+		return cand_proc_send(&h->ref, WIRE_CMD_EMPTY, json_pack("{s:i}", "input", input), f);
 	return cand_proc_send(&h->proc, what == LOOP_SEND_EMPTY ? WIRE_CMD_EMPTY : WIRE_CMD_CALL,
 			      json_pack("{s:i}", "input", input), f);
 }
@@ -204,7 +210,7 @@ static int h_wait(void *ctx, double *ev_ms, struct loop_fail *f)
 {
 	struct harness *h = ctx;
 	json_t *ans = NULL;
-	int rc = cand_proc_wait(&h->proc, &ans, f);
+	int rc = cand_proc_wait(h->ref.cmd ? &h->ref : &h->proc, &ans, f);
 	if (rc)
 		return rc;
 	*ev_ms = json_number_value(json_object_get(ans, "ev_ms"));
@@ -227,11 +233,34 @@ static int h_check(void *ctx, int input, int special, json_t *detail, struct loo
 	return 1;
 }
 
-static void start(struct harness *h, enum mode m)
+/* Forks a scripted process in mode m on the harness's slots. */
+static void fork_scripted(struct harness *h, enum mode m, struct ca_child *child)
 {
 	int to[2], from[2];
-	struct ca_diag d = {{0}};
 	pid_t pid;
+	assert_int_equal(pipe(to), 0);
+	assert_int_equal(pipe(from), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		float *inputs[N_SETS];
+		close(to[1]);
+		close(from[0]);
+		for (int i = 0; i < N_SETS; i++)
+			inputs[i] = h->in[i].host; /* the same shared mappings */
+		candidate_main(m, to[0], from[1], inputs, h->out.host);
+		_exit(0);
+	}
+	close(to[0]);
+	close(from[1]);
+	child->pid = pid;
+	child->to_child = to[1];
+	child->from_child = from[0];
+}
+
+static void start(struct harness *h, enum mode m, bool with_ref)
+{
+	struct ca_diag d = {{0}};
 
 	memset(h, 0, sizeof *h);
 	h->seed = 12345;
@@ -251,27 +280,17 @@ static void start(struct harness *h, enum mode m)
 	assert_int_equal(device_slot_import(&h->dev, h->fds[N_SETS], N_ELEMS * sizeof(float),
 					    &h->out, &d),
 			 0);
-	assert_int_equal(pipe(to), 0);
-	assert_int_equal(pipe(from), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		float *inputs[N_SETS];
-		close(to[1]);
-		close(from[0]);
-		for (int i = 0; i < N_SETS; i++)
-			inputs[i] = h->in[i].host; /* the same shared mappings */
-		candidate_main(m, to[0], from[1], inputs, h->out.host);
-		_exit(0);
-	}
-	close(to[0]);
-	close(from[1]);
-	h->child.pid = pid;
-	h->child.to_child = to[1];
-	h->child.from_child = from[0];
+	fork_scripted(h, m, &h->child);
 	cand_proc_init(&h->proc, &h->child, true, 120.0, NULL);
+	if (with_ref) { /* an honest twin that is only ever sent empty calls */
+		struct loop_fail f = {0};
+		fork_scripted(h, HONEST, &h->ref_child);
+		cand_proc_init(&h->ref, &h->ref_child, true, 120.0, NULL);
+		assert_int_equal(cand_proc_hello(&h->ref, &f), 0);
+		h->has_ref = true;
+	}
 	h->L.ops = (struct loop_ops){.ctx = h, .prepare = h_prepare, .send = h_send,
-				     .wait = h_wait, .check = h_check};
+				     .wait = h_wait, .check = h_check, .has_ref = with_ref};
 	h->L.dev = &h->dev;
 }
 
@@ -281,6 +300,11 @@ static void stop(struct harness *h)
 	cand_proc_resume(&h->proc);
 	ca_child_finish(&h->child, 2.0, &fate);
 	cand_proc_free(&h->proc);
+	if (h->has_ref) {
+		cand_proc_resume(&h->ref);
+		ca_child_finish(&h->ref_child, 2.0, &fate);
+		cand_proc_free(&h->ref);
+	}
 	for (int i = 0; i < N_SETS; i++)
 		device_slot_unmap(&h->in[i]);
 	device_slot_unmap(&h->out);
@@ -307,18 +331,24 @@ static struct timing_protocol protocol(void)
 }
 
 /* Starts the process, calibrates, loads, runs the loop: the loop's return code. */
-static int run(struct harness *h, enum mode m, struct loop_result *r, struct loop_fail *f)
+static int run_with(struct harness *h, enum mode m, bool with_ref, struct loop_result *r,
+		    struct loop_fail *f)
 {
 	struct timing_protocol p = protocol();
 	json_t *ans = NULL;
 	int rc;
 
-	start(h, m);
+	start(h, m, with_ref);
 	memset(r, 0, sizeof *r);
 	if ((rc = cand_proc_hello(&h->proc, f)) || (rc = loop_calibrate(&h->L, 11, f)) ||
 	    (rc = cand_proc_command(&h->proc, WIRE_CMD_LOAD, NULL, &ans, f)))
 		return rc;
 	return loop_time(&h->L, &p, N_SETS, 0xC0FFEEull, r, f);
+}
+
+static int run(struct harness *h, enum mode m, struct loop_result *r, struct loop_fail *f)
+{
+	return run_with(h, m, false, r, f);
 }
 
 static void test_honest_passes(void **state)
@@ -465,6 +495,66 @@ static void test_calibration_is_made_before_load(void **state)
 	stop(&h);
 }
 
+static void test_paired_honest_passes(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	if (run_with(&h, HONEST, true, &r, &f) != 0)
+		print_message("honest (paired) failed: %s: %s\n", f.code, f.message);
+	assert_string_equal(f.code, "");
+	assert_true(r.paired);
+	assert_false(r.verdict.tampering);
+	assert_true(r.verdict.median_ms > 0.8 * WORK_MS && r.verdict.median_ms < 2 * WORK_MS);
+	/* each call less the twin's empty window after it: about the work */
+	assert_true(r.verdict.outside_ms > 0.8 * WORK_MS && r.verdict.outside_ms < 2 * WORK_MS);
+	assert_true(r.verdict.outside_se_ms >= 0);
+	loop_result_free(&r);
+	stop(&h);
+}
+
+static void test_paired_lie_is_tampering(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	assert_int_not_equal(run_with(&h, LIE_TIME, true, &r, &f), 0);
+	assert_string_equal(f.code, "hack.timer_tampering");
+	assert_true(r.verdict.outside_bound);
+	assert_true(r.verdict.median_ms > 0.5 * WORK_MS);
+	loop_result_free(&r);
+	stop(&h);
+}
+
+static void test_sample_rule_paired_and_trusted(void **state)
+{
+	double claims[8] = {1, 1, 1, 1, 1, 1, 1, 1},
+	       outside[8] = {2.0, 2.1, 1.9, 2.0, 2.05, 1.95, 2.0, 2.0}, scratch[8];
+	struct sample_verdict v;
+	struct ca_diag d = {{0}};
+	(void)state;
+	/* paired: the median of the pairs, its standard error added to the tolerance */
+	assert_int_equal(sample_decide(claims, outside, 8, 0.003, 0.03, SAMPLE_PAIRED, false, &v,
+				       &d),
+			 0);
+	assert_true(fabs(v.outside_ms - 2.0) < 1e-12);
+	assert_true(v.outside_se_ms > 0 && v.outside_se_ms < 0.05);
+	assert_true(fabs(v.tol_ms - (0.06 + 2 * v.outside_se_ms)) < 1e-12);
+	assert_true(v.outside_bound);
+	assert_true(fabs(v.median_ms - (2.0 - v.tol_ms)) < 1e-12);
+	assert_true(fabs(sample_median_se(outside, 8, scratch) - v.outside_se_ms) < 1e-15);
+	/* a trusted callee (a baseline) is decided by its claims */
+	assert_int_equal(sample_decide(claims, outside, 8, 0.003, 0.03, SAMPLE_PAIRED, true, &v,
+				       &d),
+			 0);
+	assert_false(v.outside_bound);
+	assert_false(v.tampering);
+	assert_true(fabs(v.median_ms - 1.0) < 1e-12);
+	assert_true(sample_median_se(outside, 1, scratch) == 0.0);
+}
+
 static void test_sample_rule(void **state)
 {
 	double claims[5] = {1.0, 1.0, 1.0, 1.0, 1.0}, outside[5] = {1.02, 0.98, 1.01, 1.0, 0.99};
@@ -473,27 +563,27 @@ static void test_sample_rule(void **state)
 	struct ca_diag d;
 	(void)state;
 	/* agreeing: the claims decide */
-	assert_int_equal(sample_decide(claims, outside, 5, 0.003, 0.03, &v, &d), 0);
+	assert_int_equal(sample_decide(claims, outside, 5, 0.003, 0.03, SAMPLE_CALIBRATED, false, &v, &d), 0);
 	assert_false(v.outside_bound);
 	assert_true(v.median_ms == 1.0);
 	/* claims far below the bound: held to it, and gross tampering (the bound is the lower
 	 * quartile of the outside figures: 0.99 here) */
-	assert_int_equal(sample_decide(low, outside, 5, 0.003, 0.03, &v, &d), 0);
+	assert_int_equal(sample_decide(low, outside, 5, 0.003, 0.03, SAMPLE_CALIBRATED, false, &v, &d), 0);
 	assert_true(v.outside_bound && v.tampering);
 	assert_true(fabs(v.outside_ms - 0.99) < 1e-9);
 	assert_true(fabs(v.median_ms - (0.99 - 0.03 * 0.99)) < 1e-9);
 	/* below, but not a fraction of it: held, not tampering */
 	for (int i = 0; i < 5; i++)
 		low[i] = 0.5;
-	assert_int_equal(sample_decide(low, outside, 5, 0.003, 0.03, &v, &d), 0);
+	assert_int_equal(sample_decide(low, outside, 5, 0.003, 0.03, SAMPLE_CALIBRATED, false, &v, &d), 0);
 	assert_true(v.outside_bound && !v.tampering);
 	/* short kernels: within 100 us of the bound is never gross */
 	{
 		double c[3] = {0.001, 0.001, 0.001}, o[3] = {0.090, 0.090, 0.090};
-		assert_int_equal(sample_decide(c, o, 3, 0.003, 0.03, &v, &d), 0);
+		assert_int_equal(sample_decide(c, o, 3, 0.003, 0.03, SAMPLE_CALIBRATED, false, &v, &d), 0);
 		assert_true(v.outside_bound && !v.tampering);
 	}
-	assert_int_equal(sample_decide(claims, outside, 0, 0.003, 0.03, &v, &d), CA_ERR_INVALID);
+	assert_int_equal(sample_decide(claims, outside, 0, 0.003, 0.03, SAMPLE_CALIBRATED, false, &v, &d), CA_ERR_INVALID);
 }
 
 static void test_code_allowlist(void **state)
@@ -514,6 +604,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sample_rule),
+		cmocka_unit_test(test_sample_rule_paired_and_trusted),
+		cmocka_unit_test(test_paired_honest_passes),
+		cmocka_unit_test(test_paired_lie_is_tampering),
 		cmocka_unit_test(test_code_allowlist),
 		cmocka_unit_test(test_honest_passes),
 		cmocka_unit_test(test_lying_times_are_tampering),

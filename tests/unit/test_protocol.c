@@ -40,7 +40,7 @@ static void test_defaults_validate(void **state)
 	assert_true(p.timing.target_rse == 0.005);
 	assert_true(p.timing.budget_s == 2.0);
 	assert_true(p.timing.l2_flush_factor == 2.0);
-	assert_true(p.timing.perturb_scale == ldexp(1.0, -10));
+	assert_true(p.timing.perturb_scale == 0.5);
 	assert_int_equal(p.timing.checks, 2);
 }
 

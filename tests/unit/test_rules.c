@@ -864,6 +864,15 @@ static void test_hostasm_file_scope(void **state)
 	/* without the source (or when a macro hides it): the unit alone */
 	assert_int_equal(hostasm("#APP\n\tnop\n#NO_APP\n", NULL, buf, sizeof buf), 1);
 	assert_non_null(strstr(buf, "kernels/k.cu: file-scope asm is not allowed"));
+	/* GCC 13's <iostream>: a file-scope `.globl` of the library's stream initializer before
+	 * nvcc's fatbin (seen with Ubuntu's gcc 13.3 and CUB); a .globl only binds a symbol */
+	assert_int_equal(hostasm("\t.text\n#APP\n\t.globl _ZSt21ios_base_library_initv\n"
+				 "\t.section .nv_fatbin, \"a\"\n.align 8\nfatbinData:\n"
+				 ".quad 0x1,0x2\n.text\n\n#NO_APP\n",
+				 NULL, buf, sizeof buf),
+			 0);
+	assert_int_equal(hostasm("#APP\n\t.globl x; syscall\n#NO_APP\n", NULL, buf, sizeof buf), 1);
+	assert_int_equal(hostasm("#APP\n\t.globl 1x\n#NO_APP\n", NULL, buf, sizeof buf), 1);
 	/* the fatbin block must be exactly nvcc's */
 	static const char *const not_fatbin[] = {
 		"#APP\n\t.section .nv_fatbin, \"ax\"\n.align 8\nfatbinData:\n.quad 0x1\n.text\n#NO_APP\n",

@@ -406,7 +406,7 @@ static const struct refused refused[] = {
 	{"dlopen", TORCH_TAMPERING, "dynamic loading"},
 	{"dlsym", TORCH_TAMPERING, "dynamic loading"},
 	{"mprotect", TORCH_TAMPERING, "patch"},
-	{"syscall", TORCH_TAMPERING, "patch"},
+	{"syscall", TORCH_OK, ""},
 	{"PyRun_SimpleStringFlags", TORCH_TAMPERING, "runs code"},
 	{"PyRun_StringFlags", TORCH_TAMPERING, ""},
 	{"PyImport_ImportModule", TORCH_TAMPERING, "imports modules"},
