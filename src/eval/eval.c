@@ -814,9 +814,15 @@ void reason_from_fail(struct run *r, const struct loop_fail *f)
 		   f->message[0] ? f->message : "the evaluation failed");
 }
 
-/* Starts the candidate's process: per-run copies of what was built, the slots, the plan and the
- * spawn; then, before any candidate code is loaded, the calibration of the timed loop (trusted:
- * nothing of the candidate runs in the process yet); then the load. */
+/* The last lines of a process's stderr file, on one line (empty when there are none). */
+static void stderr_tail(const char *path, char *out, size_t size)
+{
+	ca_file_tail(path, 3, out, size);
+	for (char *p = out; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+}
+
 /* The reference process (protocol/loop.h, LOOP_SEND_REF): the native worker from the same
  * plan and slots, started before the candidate's process and never sent `load`, so no
  * candidate code ever runs in it. Outside the sandbox: it is trusted code, and the offset
@@ -857,10 +863,7 @@ static int twin_start(struct run *r, const char *worker, double limit)
 	cand_proc_init(&r->twin, &r->twin_child, true, limit, r->twin_err_path);
 	if (cand_proc_hello(&r->twin, &f)) {
 		char tail[1024];
-		ca_file_tail(r->twin_err_path, 3, tail, sizeof tail);
-		for (char *p = tail; *p; p++)
-			if (*p == '\n')
-				*p = ' ';
+		stderr_tail(r->twin_err_path, tail, sizeof tail);
 		set_reason(r, "env.no_worker", "the reference process did not start: %s%s%s",
 			   f.message, tail[0] ? ": " : "", tail);
 		return -1;
@@ -885,6 +888,9 @@ static void twin_finish(struct run *r)
 	cand_proc_free(&r->twin);
 }
 
+/* Starts the candidate's process: per-run copies of what was built, the slots, the plan and the
+ * spawn; then, before any candidate code is loaded, the calibration of the timed loop (trusted:
+ * nothing of the candidate runs in the process yet); then the load. */
 static int step_start(struct run *r)
 {
 	char worker[PATH_MAX] = "", plan_path[PATH_MAX], lib_dir[PATH_MAX], pp_env[PATH_MAX + 16];
@@ -1046,10 +1052,7 @@ static void step_finish(struct run *r, bool quit)
 			   r->proc.limit_s);
 	if (!clean && (r->proc.dead || (quit && !r->proc.timed_out && !r->proc.flooded))) {
 		char tail[1024], how[128];
-		ca_file_tail(r->err_path, 3, tail, sizeof tail);
-		for (char *p = tail; *p; p++)
-			if (*p == '\n')
-				*p = ' ';
+		stderr_tail(r->err_path, tail, sizeof tail);
 		ca_run_describe(&fate, how, sizeof how);
 		set_reason(r, "fault.crash", "the candidate's process died (%s)%s%s", how,
 			   tail[0] ? ": " : "", tail);

@@ -85,6 +85,18 @@ int loop_window(struct loop *L, int input, enum loop_send what, struct loop_wind
 	return 0;
 }
 
+/* A window after the caller's preparation of inputs[input] (special, seed: loop_ops.prepare),
+ * the way every window is taken: the supervisor's own GPU work just before a window changes what
+ * the window costs. */
+static int prepared_window(struct loop *L, int input, int special, uint64_t seed,
+			   enum loop_send what, struct loop_window *w, struct loop_fail *f)
+{
+	int rc;
+	if (L->ops.prepare && (rc = L->ops.prepare(L->ops.ctx, input, special, seed, f)))
+		return rc;
+	return loop_window(L, input, what, w, f);
+}
+
 /* ---- calibration ------------------------------------------------------------------------------- */
 
 static double median_of(double *x, size_t n)
@@ -108,17 +120,13 @@ int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 	L->calibrated = false;
 	for (int i = 0; i < LOOP_CALIBRATION_WARM + runs; i++) {
 		struct loop_window w, ref;
-		/* Each empty window is prepared like a timed call: the supervisor's own GPU work
-		 * just before a window changes what the window costs. Probes before calibration:
+		/* Each empty window is prepared like a timed call. Probes before calibration:
 		 * every probe after the first is quiet enough */
-		if ((L->ops.prepare &&
-		     (rc = L->ops.prepare(L->ops.ctx, 0, LOOP_NORMAL, (uint64_t)(4 * i + 1), f))) ||
-		    (rc = loop_window(L, 0, LOOP_SEND_EMPTY, &w, f)))
-			return rc;
-		if (L->ops.has_ref &&
-		    ((L->ops.prepare &&
-		      (rc = L->ops.prepare(L->ops.ctx, 0, LOOP_NORMAL, (uint64_t)(4 * i + 3), f))) ||
-		     (rc = loop_window(L, 0, LOOP_SEND_REF, &ref, f))))
+		if ((rc = prepared_window(L, 0, LOOP_NORMAL, (uint64_t)(4 * i + 1), LOOP_SEND_EMPTY,
+					  &w, f)) ||
+		    (L->ops.has_ref &&
+		     (rc = prepared_window(L, 0, LOOP_NORMAL, (uint64_t)(4 * i + 3), LOOP_SEND_REF,
+					   &ref, f))))
 			return rc;
 		if (i < LOOP_CALIBRATION_WARM)
 			continue;
@@ -158,11 +166,12 @@ struct state {
 	struct loop_result *r;
 };
 
-/* Prepare inputs[slot] (normal, special or final) with fresh random draws. */
-static int prepare(struct state *s, int slot, int special, struct loop_fail *f)
+/* A window on inputs[slot] (normal, special or final), prepared with a fresh random draw. */
+static int window(struct state *s, int slot, int special, enum loop_send what,
+		  struct loop_window *w, struct loop_fail *f)
 {
 	uint64_t seed = stats_rng_next(&s->rng) | 1; /* 0 is the state of a set as placed */
-	return s->L->ops.prepare(s->L->ops.ctx, slot, special, seed, f);
+	return prepared_window(s->L, slot, special, seed, what, w, f);
 }
 
 static void claim_and_bound(const struct loop *L, const struct loop_window *w,
@@ -233,11 +242,9 @@ static int warm_up(struct state *s, struct loop_fail *f)
 	while (s->r->warmup_calls < p->warmup_min_calls || s->r->warmup_ms < p->warmup_min_ms) {
 		struct loop_window w;
 		int slot = (int)(s->turn++ % (unsigned long)s->nsets);
-		if ((rc = prepare(s, slot, LOOP_NORMAL, f)) ||
-		    (rc = loop_window(L, slot,
-				      s->r->warmup_calls == audit_at ? LOOP_SEND_AUDIT
-								     : LOOP_SEND_CALL,
-				      &w, f)))
+		if ((rc = window(s, slot, LOOP_NORMAL,
+				 s->r->warmup_calls == audit_at ? LOOP_SEND_AUDIT : LOOP_SEND_CALL,
+				 &w, f)))
 			return rc;
 		s->r->warmup_calls++;
 		s->r->warmup_ms = (ca_now() - w0) * 1e3;
@@ -321,8 +328,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 		bool special = next < nspecial && special_at[next] == i;
 		enum timing_stop stop;
 
-		if ((rc = prepare(&s, slot, special ? next : LOOP_NORMAL, f)) ||
-		    (rc = loop_window(L, slot, LOOP_SEND_CALL, &w, f)))
+		if ((rc = window(&s, slot, special ? next : LOOP_NORMAL, LOOP_SEND_CALL, &w, f)))
 			goto out;
 		/* Checked or not is decided now, after the call has ended. */
 		if (L->ops.check) {
@@ -340,9 +346,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 		}
 		/* The reference window, prepared like a call (that prepare perturbs the set once
 		 * more, as the next call on it would anyway). */
-		if (L->ops.has_ref &&
-		    ((rc = prepare(&s, slot, LOOP_NORMAL, f)) ||
-		     (rc = loop_window(L, slot, LOOP_SEND_REF, &ref, f))))
+		if (L->ops.has_ref && (rc = window(&s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f)))
 			goto out;
 		claim_and_bound(L, &w, L->ops.has_ref ? &ref : NULL, &r->claims_ms[r->n],
 				&r->outside_ms[r->n], &r->claims_invalid);
@@ -377,8 +381,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 	/* The final call: a fresh set in a used buffer, checked. */
 	if (L->ops.check) {
 		struct loop_window w;
-		if ((rc = prepare(&s, 0, LOOP_FINAL, f)) ||
-		    (rc = loop_window(L, 0, LOOP_SEND_CALL, &w, f)) ||
+		if ((rc = window(&s, 0, LOOP_FINAL, LOOP_SEND_CALL, &w, f)) ||
 		    (rc = run_check(&s, 0, LOOP_FINAL, (size_t)-1, "final", f)))
 			goto out;
 		r->final_done = true;

@@ -12,8 +12,11 @@
  *
  * Windows (loop_window): stamped on this process's monotonic clock from just before `send` to
  * the return of the first quiet probe. Calibration (loop_calibrate) runs empty calls before any
- * candidate code is loaded: their median window (E0) and median claim (ev0) are the fixed cost
- * of observing a call, subtracted from every later window and claim.
+ * candidate code is loaded: their median claim (ev0) is subtracted from every later claim. With
+ * a reference process (loop_ops.has_ref) every timed window is paired with an empty window of the
+ * reference right after it, less their offset calibrated before load; without one, the median
+ * calibration window (E0) is subtracted. Every window is prepared like a call. Diagnostics:
+ * CUDA_AGENT_LOOP_TRACE=FILE appends one line per window.
  *
  * Ownership: loop_result owns its arrays and the `checks` JSON (loop_result_free). */
 #ifndef CA_PROTOCOL_LOOP_H
