@@ -20,7 +20,10 @@ run "eval three candidates on the CPU" 1 "$cli" eval --device cpu --budget 0.5 -
   "$data/task" "$data/honest.py" "$data/skip_after.py" "$data/operator.py"
 sed -n 1p "$tmp/out" >"$tmp/honest"; sed -n 2p "$tmp/out" >"$tmp/skip"; sed -n 3p "$tmp/out" >"$tmp/op"
 cp "$tmp/honest" "$tmp/out"
-field "honest: correct, timed, the claims decide" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["timing"]["candidate"]["bound"] == "claims" and r["timing"]["candidate"]["samples"] >= 10'
+# Without a reference process the outside bound is the calibrated one; on a 2-core host its E0
+# is bimodal (0.3 or 2.4 ms for the CPU runner's empty call), so an honest candidate may be held
+# to it (docs/security.md, "The outside bound's resolution"): then the median is the bound's rule
+field "honest: correct, timed, decided by the sample rule" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["timing"]["candidate"]["samples"] >= 10 and (lambda t: abs(t["median_ms"] - (t["claims_median_ms"] if t["bound"] == "claims" else t["outside_ms"] - t["tol_ms"])) < 1e-9 and t["median_ms"] >= t["claims_median_ms"])(r["timing"]["candidate"])'
 field "honest: special, spot and final checks all passed" 'r["timing"]["checks"]["special"] == 2 and r["timing"]["checks"]["spot"] >= 1 and r["timing"]["checks"]["final"] is True and r["timing"]["checks"]["failed"] == 0'
 field "honest: calibrated before load, both baselines through the loop" 'r["timing"]["candidate"]["window_overhead_ms"] > 0 and r["timing"]["eager"]["samples"] >= 10 and r["timing"]["compile"]["samples"] >= 10'
 field "honest: five trials, the isolation report" 'len(r["trials"]) == 5 and all(t["ok"] for t in r["trials"]) and r["isolation"]["separate_process"] is True'
