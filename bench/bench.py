@@ -109,10 +109,20 @@ def fidelity(build: Path, task: Path, sol: Path, env: dict[str, str], report: di
         report[f"{key}ours_vs_ncu_cache_none"] = ours / report[f"{key}ncu_cache_none_median_ms"] - 1.0
 
 
+# The parts of the benchmark, in the order they run (--only picks some).
+PARTS = ("compile", "first", "small", "fidelity", "fast")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--build", type=Path, default=ROOT / "build")
+    ap.add_argument("--only", default=",".join(PARTS),
+                    help=f"comma-separated parts to run, of {', '.join(PARTS)} (default: all)")
     args = ap.parse_args()
+    only = [p for p in args.only.split(",") if p]
+    unknown = sorted(set(only) - set(PARTS))
+    if unknown:
+        ap.error(f"unknown part(s) {', '.join(unknown)}; the parts are {', '.join(PARTS)}")
     out_dir = Path(os.environ.get("OUT", "."))
     cache = Path(tempfile.mkdtemp(prefix="ca-bench-"))
     env = dict(os.environ, CUDA_AGENT_CACHE=str(cache), CUDA_AGENT_LOG="quiet")
@@ -121,77 +131,87 @@ def main() -> int:
     report: dict = {"machine": {"gpu": gpu, "host": platform.node(), "cpus": os.cpu_count()}}
     print(f"machine: {gpu}; {os.cpu_count()} CPUs; {platform.node()}")
 
-    # Compile alone.
-    cold = [cli(args.build, ["compile", "--json", "--no-cache", "--task", str(SMALL_TASK),
-                             str(SMALL_SOL)], env) for _ in range(3)]
-    hit = [cli(args.build, ["compile", "--json", "--task", str(SMALL_TASK), str(SMALL_SOL)],
-               env) for _ in range(5)]
-    report["compile_cold_s"] = [r[0]["build"]["seconds"] for r, _ in cold]
-    report["compile_cold_cli_wall_s"] = [w for _, w in cold]
-    report["compile_hit_s"] = [r[0]["build"]["seconds"] for r, _ in hit]
-    report["compile_hit_cli_wall_s"] = [w for _, w in hit]
+    med = statistics.median
+    rows: list[tuple[str, str, str]] = []
+    lines: list[str] = []
 
-    # First evaluation of a new task: both baselines measured (fresh cache).
-    first, first_wall = cli(args.build, ["eval", "--json", str(BIG_TASK), str(BIG_SOL)], env)
-    report["first_eval_new_task_s"] = first_wall
-    report["first_eval_result"] = {k: first[0].get(k) for k in ("reward", "reason", "seconds")}
+    def pct(key: str) -> str:
+        return f"{100 * report[key]:+.2f} %" if report.get(key) is not None else "ncu unavailable"
 
-    # Small kernel, baselines cached, compile included (--no-cache forces nvcc).
-    cli(args.build, ["eval", "--json", str(SMALL_TASK), str(SMALL_SOL)], env)  # cache baselines
-    cold_eval, cold_wall = cli(args.build, ["eval", "--json", "--no-cache", str(SMALL_TASK),
-                                            str(SMALL_SOL)], env)
-    warm, _ = cli(args.build, ["eval", "--json", "--no-cache", str(SMALL_TASK)] +
-                  [str(SMALL_SOL)] * 4, env)
-    report["small_eval_cold_cli_wall_s"] = cold_wall
-    report["small_eval_warm_session_s"] = [r["seconds"]["total"] for r in warm[1:]]
-    report["small_eval_warm_breakdown"] = warm[-1]["seconds"]
-    report["small_eval_rewards"] = [r["reward"] for r in warm]
+    if "compile" in only:  # compile alone
+        cold = [cli(args.build, ["compile", "--json", "--no-cache", "--task", str(SMALL_TASK),
+                                 str(SMALL_SOL)], env) for _ in range(3)]
+        hit = [cli(args.build, ["compile", "--json", "--task", str(SMALL_TASK), str(SMALL_SOL)],
+                   env) for _ in range(5)]
+        report["compile_cold_s"] = [r[0]["build"]["seconds"] for r, _ in cold]
+        report["compile_cold_cli_wall_s"] = [w for _, w in cold]
+        report["compile_hit_s"] = [r[0]["build"]["seconds"] for r, _ in hit]
+        report["compile_hit_cli_wall_s"] = [w for _, w in hit]
+        rows += [("compile, cold (median of 3)", f"{med(report['compile_cold_s']):.2f} s",
+                  "<= 1.5 s"),
+                 ("compile, cache hit (median of 5)",
+                  f"{1000 * med(report['compile_hit_s']):.1f} ms", "<= 50 ms")]
+        lines.append(f"compile cold per run (s): {report['compile_cold_s']}; "
+                     f"CLI wall: {report['compile_cold_cli_wall_s']}")
+
+    if "first" in only:  # first evaluation of a new task: both baselines measured (fresh cache)
+        first, first_wall = cli(args.build, ["eval", "--json", str(BIG_TASK), str(BIG_SOL)], env)
+        report["first_eval_new_task_s"] = first_wall
+        report["first_eval_result"] = {k: first[0].get(k) for k in ("reward", "reason", "seconds")}
+        rows.append(("first eval of a new task, both baselines", f"{first_wall:.1f} s",
+                     "<= 30 s"))
+        lines.append(f"first eval of a new task, seconds by step: "
+                     f"{json.dumps(first[0]['seconds'])}")
+
+    if "small" in only:  # small kernel, baselines cached, compile included (--no-cache: nvcc)
+        cli(args.build, ["eval", "--json", str(SMALL_TASK), str(SMALL_SOL)], env)  # baselines
+        _, cold_wall = cli(args.build, ["eval", "--json", "--no-cache", str(SMALL_TASK),
+                                        str(SMALL_SOL)], env)
+        warm, _ = cli(args.build, ["eval", "--json", "--no-cache", str(SMALL_TASK)] +
+                      [str(SMALL_SOL)] * 4, env)
+        report["small_eval_cold_cli_wall_s"] = cold_wall
+        report["small_eval_warm_session_s"] = [r["seconds"]["total"] for r in warm[1:]]
+        report["small_eval_warm_breakdown"] = [r["seconds"] for r in warm[1:]]
+        report["small_eval_rewards"] = [r["reward"] for r in warm]
+        report["small_eval_timing"] = [
+            {k: r.get("timing", {}).get("candidate", {}).get(k)
+             for k in ("samples", "stop_reason", "claims_median_ms", "outside_ms",
+                       "outside_se_ms", "tol_ms", "bound", "loop_seconds")} for r in warm]
+        rows += [("compile+verify+time small kernel, warm session",
+                  f"{med(report['small_eval_warm_session_s']):.2f} s",
+                  "<= 2 s (CUDA-Agent workdir ~50 s)"),
+                 ("  same from a cold CLI (bridge starts)", f"{cold_wall:.2f} s", "-")]
+        lines.append(f"warm small eval, seconds by step: {json.dumps(warm[-1]['seconds'])}")
+        lines.append(f"warm small eval, timed loop: {json.dumps(report['small_eval_timing'][-1])}")
 
     # Fidelity: 5 timings of a >= 100 us kernel and of a ~15 us one, then ncu on the same kernels.
     # The fast kernel lives in an anonymous namespace, as PyTorch's do: named exactly.
-    for key, task, sol, kernels in (("", BIG_TASK, BIG_SOL, NOT_CANDIDATE),
-                                    ("fast_", FAST_TASK, FAST_SOL, "regex:rowsum")):
+    for key, part, task, sol, kernels in (("", "fidelity", BIG_TASK, BIG_SOL, NOT_CANDIDATE),
+                                          ("fast_", "fast", FAST_TASK, FAST_SOL, "regex:rowsum")):
+        if part not in only:
+            continue
         fidelity(args.build, task, sol, env, report, key, kernels)
-    medians = report["fidelity_medians_ms"]
-    cv = report["fidelity_cv"]
-    ncu_times, ncu_none = report["ncu_kernel_ms"], report["ncu_cache_none_kernel_ms"]
+        what = ">=100 us" if not key else "~15 us"
+        rows += [(f"timing CV, 5 runs of the {what} kernel",
+                  f"{100 * report[key + 'fidelity_cv']:.2f} %", "<= 1 %" if not key else "-"),
+                 (f"{what} kernel: our median "
+                  f"({med(report[key + 'fidelity_medians_ms']):.4f} ms) vs ncu",
+                  pct(key + "ours_vs_ncu"), "within 3 %"),
+                 ("  the same, ncu --cache-control none", pct(key + "ours_vs_ncu_cache_none"),
+                  "-")]
+        lines.append(f"{what} kernel: medians (ms) "
+                     f"{', '.join(f'{m:.4f}' for m in report[key + 'fidelity_medians_ms'])}; "
+                     f"ncu median {report.get(key + 'ncu_median_ms')} ms, --cache-control none "
+                     f"{report.get(key + 'ncu_cache_none_median_ms')} ms; bounds "
+                     f"{report[key + 'fidelity_bounds']}")
 
     (out_dir / "bench.json").write_text(json.dumps(report, indent=2))
-    med = statistics.median
-    rows = [
-        ("compile, cold (median of 3)", f"{med(report['compile_cold_s']):.2f} s", "<= 1.5 s"),
-        ("compile, cache hit (median of 5)", f"{1000 * med(report['compile_hit_s']):.1f} ms",
-         "<= 50 ms"),
-        ("compile+verify+time small kernel, warm session",
-         f"{med(report['small_eval_warm_session_s']):.2f} s", "<= 2 s (CUDA-Agent workdir ~50 s)"),
-        ("  same from a cold CLI (bridge starts)", f"{cold_wall:.2f} s", "-"),
-        ("first eval of a new task, both baselines", f"{first_wall:.1f} s", "<= 30 s"),
-        ("timing CV, 5 runs of a >=100 us kernel", f"{100 * cv:.2f} %", "<= 1 %"),
-        ("our median vs ncu gpu__time_duration",
-         f"{100 * report['ours_vs_ncu']:+.2f} %" if ncu_times else "ncu unavailable", "within 3 %"),
-        ("  the same, ncu --cache-control none",
-         f"{100 * report['ours_vs_ncu_cache_none']:+.2f} %" if ncu_none else "ncu unavailable", "-"),
-        (f"~15 us kernel: our median ({med(report['fast_fidelity_medians_ms']):.4f} ms) vs ncu",
-         f"{100 * report['fast_ours_vs_ncu']:+.2f} %" if report.get("fast_ours_vs_ncu") is not None
-         else "ncu unavailable", "within 3 %"),
-        ("  the same, ncu --cache-control none",
-         f"{100 * report['fast_ours_vs_ncu_cache_none']:+.2f} %"
-         if report.get("fast_ours_vs_ncu_cache_none") is not None else "ncu unavailable", "-"),
-        ("timing CV, 5 runs of the ~15 us kernel", f"{100 * report['fast_fidelity_cv']:.2f} %",
-         "-"),
-    ]
     print(f"\n{'measure':52} {'value':>16}   target")
     for name, value, target in rows:
         print(f"{name:52} {value:>16}   {target}")
-    print(f"\nfirst eval of a new task, seconds by step: {json.dumps(first[0]['seconds'])}")
-    print(f"warm small eval, seconds by step: {json.dumps(report['small_eval_warm_breakdown'])}")
-    print(f"compile cold per run (s): {report['compile_cold_s']}; CLI wall: {report['compile_cold_cli_wall_s']}")
-    print(f"fidelity medians (ms): {', '.join(f'{m:.4f}' for m in medians)}")
-    if ncu_times:
-        print(f"ncu median {report['ncu_median_ms']:.4f} ms over {len(ncu_times)} launches")
-    if ncu_none:
-        print(f"ncu --cache-control none median {report['ncu_cache_none_median_ms']:.4f} ms "
-              f"over {len(ncu_none)} launches")
+    print()
+    for line in lines:
+        print(line)
     shutil.rmtree(cache, ignore_errors=True)
     return 0
 

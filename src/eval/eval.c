@@ -824,7 +824,7 @@ static void stderr_tail(const char *path, char *out, size_t size)
 }
 
 /* The reference process (protocol/loop.h, LOOP_SEND_REF): the native worker from the same
- * plan and slots, started before the candidate's process and never sent `load`, so no
+ * plan and slots, spawned just before the candidate's process and never sent `load`, so no
  * candidate code ever runs in it. Outside the sandbox: it is trusted code, and the offset
  * between its empty calls and the candidate's process's is calibrated before any candidate code
  * is loaded. */
@@ -835,7 +835,6 @@ static int twin_start(struct run *r, const char *worker, double limit)
 	char plan_path[PATH_MAX];
 	const char *argv[] = {worker, plan_path, NULL};
 	struct ca_diag d = {{0}};
-	struct loop_fail f = {0};
 	json_t *plan = make_plan(r);
 	int bad;
 
@@ -861,6 +860,14 @@ static int twin_start(struct run *r, const char *worker, double limit)
 	}
 	r->twin_started = true;
 	cand_proc_init(&r->twin, &r->twin_child, true, limit, r->twin_err_path);
+	return 0;
+}
+
+/* Waits for the reference process's hello: after the candidate's process is spawned, so that
+ * the two make their CUDA contexts at the same time. */
+static int twin_hello(struct run *r)
+{
+	struct loop_fail f = {0};
 	if (cand_proc_hello(&r->twin, &f)) {
 		char tail[1024];
 		stderr_tail(r->twin_err_path, tail, sizeof tail);
@@ -927,6 +934,15 @@ static int step_start(struct run *r)
 	}
 	if (data_open(r))
 		return -1;
+	bool twin = r->data.dev.kind == DEVICE_CUDA;
+	if (twin && !native &&
+	    (find_worker(r, worker, sizeof worker) || !ca_is_file(worker))) {
+		set_reason(r, "env.no_worker",
+			   "the GPU worker %s (the reference process) is not built (build on a "
+			   "machine with nvcc: make)",
+			   worker);
+		return -1;
+	}
 	{
 		json_t *g = json_pack("{s:s, s:s, s:i, s:I, s:I}", "gpu", r->data.dev.name,
 				      "pci_bus_id", r->data.dev.pci_bus_id, "sm_count",
@@ -980,9 +996,7 @@ static int step_start(struct run *r)
 		const char *more[] = {plan_path, lib_dir, r->task.dir, r->cand_path, NULL};
 		nb = python_binds(rt, more, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
 	}
-	/* PyTorch formats: not yet (on the H200 the reference process died at start beside the
-	 * runner; their outside bound is still the calibrated one, docs/security.md) */
-	if (r->data.dev.kind == DEVICE_CUDA && native && twin_start(r, worker, limit))
+	if (twin && twin_start(r, worker, limit))
 		return -1;
 	rc = spawn_candidate(r, native ? native_argv : py_argv, binds, (size_t)nb,
 			     native ? NULL : py_env, r->err_path, limit, &r->sb, &r->child, &d);
@@ -998,6 +1012,8 @@ static int step_start(struct run *r)
 		r->isolation = sandbox_report_json(&r->sb.report);
 	cand_proc_init(&r->proc, &r->child, true, limit, r->err_path);
 	cand_loop_init(r);
+	if (twin && twin_hello(r))
+		return -1;
 	if (cand_proc_hello(&r->proc, &f) || loop_calibrate(&r->loop, LOOP_CALIBRATION_RUNS, &f) ||
 	    cand_proc_command(&r->proc, WIRE_CMD_LOAD, NULL, &ans, &f)) {
 		reason_from_fail(r, &f);

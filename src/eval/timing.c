@@ -51,8 +51,11 @@ json_t *timing_summary(const struct loop_result *t, const struct loop_calibratio
 	json_object_set_new(o, "window_overhead_ms", json_real(cal->window_s * 1e3));
 	json_object_set_new(o, "outside_reference",
 			    json_string(t->paired ? "twin" : "calibration"));
-	if (t->paired)
+	if (t->paired) {
 		json_object_set_new(o, "reference_offset_ms", json_real(cal->ref_offset_s * 1e3));
+		json_object_set_new(o, "reference_offset_se_ms", json_real(v->offset_se_ms));
+		json_object_set_new(o, "reference_pairs", json_integer(cal->ref_pairs));
+	}
 	json_object_set_new(o, "warmup_calls", json_integer(t->warmup_calls));
 	json_object_set_new(o, "stop_reason",
 			    t->stop_reason ? json_string(t->stop_reason) : json_null());

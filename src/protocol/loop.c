@@ -107,23 +107,31 @@ static double median_of(double *x, size_t n)
 
 int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 {
-	double win[LOOP_CALIBRATION_RUNS * 4], ev[LOOP_CALIBRATION_RUNS * 4],
-		first[LOOP_CALIBRATION_RUNS * 4], absdev[LOOP_CALIBRATION_RUNS * 4],
-		pair[LOOP_CALIBRATION_RUNS * 4];
-	size_t n = 0;
-	int rc;
+	enum { CAP = LOOP_REF_CAL_MAX };
+	double *win = NULL, *ev, *first, *absdev, *pair;
+	size_t n = 0, cap;
+	int rc = 0;
 
 	if (runs < 3)
 		runs = 3;
-	if (runs > LOOP_CALIBRATION_RUNS * 4)
-		runs = LOOP_CALIBRATION_RUNS * 4;
+	if (runs > CAP)
+		runs = CAP;
+	cap = L->ops.has_ref ? CAP : (size_t)runs;
 	L->calibrated = false;
+	if (!(win = malloc(5 * cap * sizeof *win))) {
+		loop_fail_set(f, "internal", "out of memory for the calibration");
+		return CA_ERR_NOMEM;
+	}
+	ev = win + cap;
+	first = ev + cap;
+	absdev = first + cap;
+	pair = absdev + cap;
 	/* With a reference, each empty window is prepared like a timed call and the process is
 	 * warmed first (a new process is slow for its first few dozen windows; measured on the
 	 * H200). Without one, E0 stands in for the whole fixed cost of a call, which its first,
 	 * unprepared windows happen to match better (the CPU backend's runner). */
 	int warm = L->ops.has_ref ? LOOP_CALIBRATION_WARM : 3;
-	for (int i = 0; i < warm + runs; i++) {
+	for (int i = 0; n < cap; i++) {
 		struct loop_window w, ref;
 		/* Probes before calibration: every probe after the first is quiet enough */
 		rc = L->ops.has_ref ? prepared_window(L, 0, LOOP_NORMAL, (uint64_t)(4 * i + 1),
@@ -133,7 +141,7 @@ int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 			rc = prepared_window(L, 0, LOOP_NORMAL, (uint64_t)(4 * i + 3), LOOP_SEND_REF,
 					     &ref, f);
 		if (rc)
-			return rc;
+			goto out;
 		if (i < warm)
 			continue;
 		win[n] = w.window_s;
@@ -141,7 +149,18 @@ int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 		first[n] = w.first_probe_s;
 		pair[n] = L->ops.has_ref ? w.window_s - ref.window_s : 0.0;
 		n++;
+		if (n < (size_t)runs)
+			continue;
+		if (!L->ops.has_ref)
+			break;
+		/* The offset is shared by every pair of the timed loop: its error never averages
+		 * away there, so it is measured here until it is small (protocol/sample.h). */
+		if (n >= LOOP_REF_CAL_MIN && (n - LOOP_REF_CAL_MIN) % LOOP_REF_CAL_STEP == 0 &&
+		    sample_median_se(pair, n, absdev) <= LOOP_REF_OFFSET_SE_S)
+			break;
 	}
+	L->cal.ref_offset_se_s = L->ops.has_ref ? sample_median_se(pair, n, absdev) : 0.0;
+	L->cal.ref_pairs = L->ops.has_ref ? (int)n : 0;
 	L->cal.window_s = median_of(win, n);
 	L->cal.ev_ms = median_of(ev, n);
 	L->cal.ref_offset_s = median_of(pair, n);
@@ -155,10 +174,13 @@ int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 	if (!isfinite(L->cal.window_s) || !isfinite(L->cal.ev_ms) ||
 	    !isfinite(L->cal.ref_offset_s)) {
 		loop_fail_set(f, "env.gpu", "calibration gave no usable times");
-		return CA_ERR_INVALID;
+		rc = CA_ERR_INVALID;
+		goto out;
 	}
 	L->calibrated = true;
-	return 0;
+out:
+	free(win);
+	return rc;
 }
 
 /* ---- the timed loop ---------------------------------------------------------------------------- */
@@ -261,8 +283,10 @@ static int warm_up(struct state *s, struct loop_fail *f)
 }
 
 /* Whether the outside bound's standard error is small next to the tolerance it is used with
- * (half of it), over at least LOOP_REF_MIN_PAIRS calls. Checked every 8 calls. */
-static bool outside_settled(const struct loop_result *r, const struct timing_protocol *p)
+ * (half of it), or no larger than the calibrated offset's (which more calls cannot reduce),
+ * over at least LOOP_REF_MIN_PAIRS calls. Checked every 8 calls. */
+static bool outside_settled(const struct loop *L, const struct loop_result *r,
+			    const struct timing_protocol *p)
 {
 	double se, tol, claims;
 	double *x;
@@ -277,7 +301,7 @@ static bool outside_settled(const struct loop_result *r, const struct timing_pro
 	se = sample_median_se(r->outside_ms, r->n, x);
 	free(x);
 	tol = fmax(p->tol_abs_us * 1e-3, p->tol_rel * claims);
-	return se <= 0.5 * tol;
+	return se <= fmax(0.5 * tol, L->cal.ref_offset_se_s * 1e3);
 }
 
 int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64_t secret,
@@ -371,7 +395,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 		/* Converged claims are not enough while the outside bound is still too uncertain
 		 * to hold them to anything: keep going (within the budget) until it is. */
 		if (stop == TIMING_STOP_CONVERGED && L->ops.has_ref && !L->ops.trusted &&
-		    !outside_settled(r, p))
+		    !outside_settled(L, r, p))
 			stop = TIMING_CONTINUE;
 		if (stop != TIMING_CONTINUE) {
 			r->budget_exhausted = stop != TIMING_STOP_CONVERGED;
@@ -393,7 +417,8 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 		r->final_done = true;
 	}
 	if ((rc = sample_decide(r->claims_ms, r->outside_ms, r->n, p->tol_abs_us * 1e-3,
-				p->tol_rel, L->ops.has_ref ? SAMPLE_PAIRED : SAMPLE_CALIBRATED,
+				p->tol_rel, L->ops.has_ref ? L->cal.ref_offset_se_s * 1e3 : 0.0,
+				L->ops.has_ref ? SAMPLE_PAIRED : SAMPLE_CALIBRATED,
 				L->ops.trusted, &r->verdict, &d))) {
 		loop_fail_set(f, "internal", "timing: %s", d.msg);
 		goto out;

@@ -38,6 +38,13 @@
 #define LOOP_CALIBRATION_RUNS 31
 #define LOOP_CALIBRATION_WARM 24 /* untimed empty windows first (a new process is slow) */
 #define LOOP_REF_MIN_PAIRS 32   /* timed calls before the outside bound can be settled */
+/* With a reference, the calibration takes pairs (empty call, reference call) until the offset's
+ * standard error is at most LOOP_REF_OFFSET_SE_S, checked every LOOP_REF_CAL_STEP pairs from
+ * LOOP_REF_CAL_MIN on, LOOP_REF_CAL_MAX at most (a pair costs about 1.5 ms on the H200). */
+#define LOOP_REF_CAL_MIN     64
+#define LOOP_REF_CAL_STEP    32
+#define LOOP_REF_CAL_MAX     512
+#define LOOP_REF_OFFSET_SE_S 3e-6
 #define LOOP_PROBE_MAX_S 5.0        /* a callee's GPU work still running after this: failure */
 #define LOOP_PROBE_QUIET_MIN_S 200e-6
 
@@ -90,6 +97,8 @@ struct loop_calibration {
 	double first_probe_s; /* median first probe after an empty call */
 	double ref_offset_s;  /* with a reference: median(callee's empty window - the reference's
 				 window just after it), before any candidate code is loaded */
+	double ref_offset_se_s; /* its standard error (sample_median_se) */
+	int ref_pairs;          /* how many pairs it is the median of */
 };
 
 struct loop {
@@ -113,8 +122,9 @@ struct loop_window {
  * it returns within LOOP_PROBE_QUIET_MIN_S; the calibration sets the threshold. */
 int loop_window(struct loop *L, int input, enum loop_send what, struct loop_window *w,
 		struct loop_fail *f);
-/* `runs` empty calls (after 3 untimed) on inputs[0]: fills L->cal. Call before the callee loads
- * anything it does not trust. */
+/* `runs` empty calls (after 3 untimed) on inputs[0]: fills L->cal. With a reference, after
+ * LOOP_CALIBRATION_WARM untimed pairs, as many pairs as the offset needs (LOOP_REF_CAL_*; `runs`
+ * is then the least). Call before the callee loads anything it does not trust. */
 int loop_calibrate(struct loop *L, int runs, struct loop_fail *f);
 
 struct loop_result {

@@ -21,8 +21,8 @@ double sample_median_se(const double *x, size_t n, double *scratch)
 }
 
 int sample_decide(const double *claims_ms, const double *outside_ms, size_t n, double tol_abs_ms,
-		  double tol_rel, enum sample_mode mode, bool trusted, struct sample_verdict *v,
-		  struct ca_diag *d)
+		  double tol_rel, double offset_se_ms, enum sample_mode mode, bool trusted,
+		  struct sample_verdict *v, struct ca_diag *d)
 {
 	struct stats_summary c, o;
 	double floor_ms, *sorted;
@@ -40,6 +40,7 @@ int sample_decide(const double *claims_ms, const double *outside_ms, size_t n, d
 	if (mode == SAMPLE_PAIRED) {
 		v->outside_ms = o.median;
 		v->outside_se_ms = sample_median_se(outside_ms, n, sorted);
+		v->offset_se_ms = fmax(offset_se_ms, 0.0);
 	} else {
 		memcpy(sorted, outside_ms, n * sizeof *sorted);
 		stats_sort(sorted, n);
@@ -48,7 +49,8 @@ int sample_decide(const double *claims_ms, const double *outside_ms, size_t n, d
 	free(sorted);
 	v->claims_median_ms = c.median;
 	v->outside_median_ms = o.median;
-	v->tol_ms = fmax(tol_abs_ms, tol_rel * fmax(v->outside_ms, 0.0)) + 2.0 * v->outside_se_ms;
+	v->tol_ms = fmax(tol_abs_ms, tol_rel * fmax(v->outside_ms, 0.0)) +
+		    2.0 * hypot(v->outside_se_ms, v->offset_se_ms);
 	floor_ms = fmax(v->outside_ms - v->tol_ms, 0.0);
 	if (trusted || c.median >= floor_ms) {
 		v->median_ms = c.median;

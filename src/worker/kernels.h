@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-/* One thread that does nothing: the empty call of the calibration. */
+/* One thread that does nothing: the empty call's kernel (worker/main.c). */
 cudaError_t ca_launch_empty(cudaStream_t stream);
 /* The audit's marker: an empty kernel (ca_worker_audit_marker) whose start time is the moment
  * the harness stream's earlier work had finished. */

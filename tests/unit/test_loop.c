@@ -536,7 +536,7 @@ static void test_sample_rule_paired_and_trusted(void **state)
 	struct ca_diag d = {{0}};
 	(void)state;
 	/* paired: the median of the pairs, its standard error added to the tolerance */
-	assert_int_equal(sample_decide(claims, outside, 8, 0.003, 0.03, SAMPLE_PAIRED, false, &v,
+	assert_int_equal(sample_decide(claims, outside, 8, 0.003, 0.03, 0.0, SAMPLE_PAIRED, false, &v,
 				       &d),
 			 0);
 	assert_true(fabs(v.outside_ms - 2.0) < 1e-12);
@@ -545,8 +545,20 @@ static void test_sample_rule_paired_and_trusted(void **state)
 	assert_true(v.outside_bound);
 	assert_true(fabs(v.median_ms - (2.0 - v.tol_ms)) < 1e-12);
 	assert_true(fabs(sample_median_se(outside, 8, scratch) - v.outside_se_ms) < 1e-15);
+	/* the offset's own standard error widens the tolerance in quadrature; claims within it
+	 * decide again */
+	{
+		double se = v.outside_se_ms;
+		assert_int_equal(sample_decide(claims, outside, 8, 0.003, 0.03, 0.5, SAMPLE_PAIRED,
+					       false, &v, &d),
+				 0);
+		assert_true(fabs(v.offset_se_ms - 0.5) < 1e-12);
+		assert_true(fabs(v.tol_ms - (0.06 + 2 * sqrt(se * se + 0.25))) < 1e-12);
+		assert_false(v.outside_bound);
+		assert_true(fabs(v.median_ms - 1.0) < 1e-12);
+	}
 	/* a trusted callee (a baseline) is decided by its claims */
-	assert_int_equal(sample_decide(claims, outside, 8, 0.003, 0.03, SAMPLE_PAIRED, true, &v,
+	assert_int_equal(sample_decide(claims, outside, 8, 0.003, 0.03, 0.0, SAMPLE_PAIRED, true, &v,
 				       &d),
 			 0);
 	assert_false(v.outside_bound);
@@ -563,27 +575,27 @@ static void test_sample_rule(void **state)
 	struct ca_diag d;
 	(void)state;
 	/* agreeing: the claims decide */
-	assert_int_equal(sample_decide(claims, outside, 5, 0.003, 0.03, SAMPLE_CALIBRATED, false, &v, &d), 0);
+	assert_int_equal(sample_decide(claims, outside, 5, 0.003, 0.03, 0.0, SAMPLE_CALIBRATED, false, &v, &d), 0);
 	assert_false(v.outside_bound);
 	assert_true(v.median_ms == 1.0);
 	/* claims far below the bound: held to it, and gross tampering (the bound is the lower
 	 * quartile of the outside figures: 0.99 here) */
-	assert_int_equal(sample_decide(low, outside, 5, 0.003, 0.03, SAMPLE_CALIBRATED, false, &v, &d), 0);
+	assert_int_equal(sample_decide(low, outside, 5, 0.003, 0.03, 0.0, SAMPLE_CALIBRATED, false, &v, &d), 0);
 	assert_true(v.outside_bound && v.tampering);
 	assert_true(fabs(v.outside_ms - 0.99) < 1e-9);
 	assert_true(fabs(v.median_ms - (0.99 - 0.03 * 0.99)) < 1e-9);
 	/* below, but not a fraction of it: held, not tampering */
 	for (int i = 0; i < 5; i++)
 		low[i] = 0.5;
-	assert_int_equal(sample_decide(low, outside, 5, 0.003, 0.03, SAMPLE_CALIBRATED, false, &v, &d), 0);
+	assert_int_equal(sample_decide(low, outside, 5, 0.003, 0.03, 0.0, SAMPLE_CALIBRATED, false, &v, &d), 0);
 	assert_true(v.outside_bound && !v.tampering);
 	/* short kernels: within 100 us of the bound is never gross */
 	{
 		double c[3] = {0.001, 0.001, 0.001}, o[3] = {0.090, 0.090, 0.090};
-		assert_int_equal(sample_decide(c, o, 3, 0.003, 0.03, SAMPLE_CALIBRATED, false, &v, &d), 0);
+		assert_int_equal(sample_decide(c, o, 3, 0.003, 0.03, 0.0, SAMPLE_CALIBRATED, false, &v, &d), 0);
 		assert_true(v.outside_bound && !v.tampering);
 	}
-	assert_int_equal(sample_decide(claims, outside, 0, 0.003, 0.03, SAMPLE_CALIBRATED, false, &v, &d), CA_ERR_INVALID);
+	assert_int_equal(sample_decide(claims, outside, 0, 0.003, 0.03, 0.0, SAMPLE_CALIBRATED, false, &v, &d), CA_ERR_INVALID);
 }
 
 static void test_code_allowlist(void **state)
