@@ -193,7 +193,9 @@ def _entry(index: int, name: str, t: torch.Tensor, scalar: bool) -> dict[str, ob
 
 
 def op_describe(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
-    """Builds the model, runs forward() twice on one input set, reports the spec.
+    """Builds the model, runs forward() twice on one input set, reports the spec, with each
+    floating-point argument's input structure (structure.py: how the supervisor may perturb it)
+    and whether the task is degenerate (degenerate.py; null when it is not).
 
     The model is built with the optional ``model_seed`` (default: ``seed``).
     """
@@ -207,9 +209,15 @@ def op_describe(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
         inputs = ctx.store.inputs(task, seed, files=False)  # only dtypes and shapes are read
         outputs = forward(task, built.model, inputs.fresh_call())
         check_deterministic(outputs, forward(task, built.model, inputs.fresh_call()))
+        structure = ctx.store.structure(task)
+        degenerate = ctx.store.degeneracy(task)
     names = arg_names(built.model, len(inputs.files))
+    args = [_entry(i, names[i], t, inputs.scalar[i]) for i, t in enumerate(inputs.files)]
+    for entry, st in zip(args, structure, strict=True):
+        if st is not None:
+            entry["structure"] = st.to_json()
     return {
-        "args": [_entry(i, names[i], t, inputs.scalar[i]) for i, t in enumerate(inputs.files)],
+        "args": args,
         "params": [
             _entry(i, name, t, False) for i, (name, t) in enumerate(built.initial_state.items())
         ],
@@ -217,6 +225,7 @@ def op_describe(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
             _entry(i, output_name(i, len(outputs)), t, False) for i, t in enumerate(outputs)
         ],
         "precision": task.precision,
+        "degenerate": None if degenerate is None else degenerate.to_json(),
     }
 
 
@@ -390,8 +399,11 @@ def op_fill(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
         for s in sets:
             if s.near_seed is None:
                 made = ctx.store.inputs(task, s.seed, files=False)
-            else:
-                made = near_duplicate(ctx.store.inputs(task, s.near_seed, files=False), s.seed)
+            else:  # the donor's seed follows from the secret one: secret too
+                donor = ctx.store.inputs(task, (s.seed * 0x9E3779B97F4A7C15 + 1) % (2**63),
+                                         files=False)
+                made = near_duplicate(ctx.store.inputs(task, s.near_seed, files=False), donor,
+                                      s.seed, ctx.store.structure(task))
             args = _args_of(made)
             _agree(slots, args, s.seed)
             slots.filled.discard(s.input)

@@ -27,12 +27,14 @@ import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
 
+from .degenerate import Degeneracy, Judge, perturb_parameters
 from .errors import BridgeError, article, exception_text, task_line
+from .structure import STRUCTURE_SEEDS, Structure, detect, mix, probe
 
 try:
     import numpy as _np
@@ -56,6 +58,9 @@ SUPPORTED_DTYPES = frozenset(
 MAX_MODULES = 32
 MAX_MODELS = 4
 DETERMINISM_TOL = 1e-6
+DEFAULT_TOLERANCE = 1e-2  # atol and rtol when task.json names none (src/task/task.c)
+# The model seed of the degeneracy check (fixed: every process that asks finds the same).
+DEGENERACY_MODEL_SEED = 0x5EEDDE6E
 
 
 @dataclass
@@ -166,11 +171,11 @@ def call_task(task: Task, code: str, what: str, fn: Callable[..., object], *args
         raise BridgeError(code, f"{where}{what} raised {exception_text(exc)}") from exc
 
 
-def read_precision(task_dir: str) -> str:
-    """The precision from task.json ('fp32' when the file or the key is absent)."""
+def _task_json(task_dir: str) -> dict[str, object]:
+    """task.json as an object ({} when the file is absent)."""
     path = os.path.join(task_dir, TASK_FILE)
     if not os.path.exists(path):
-        return "fp32"
+        return {}
     try:
         with open(path, encoding="utf-8") as f:
             obj = json.load(f)
@@ -182,13 +187,29 @@ def read_precision(task_dir: str) -> str:
         raise BridgeError("task.missing_file", f"cannot read {path}: {exc}") from exc
     if not isinstance(obj, dict):
         raise BridgeError("task.syntax_error", f"{TASK_FILE} must hold a JSON object")
-    precision = obj.get("precision") or "fp32"
+    return obj
+
+
+def read_precision(task_dir: str) -> str:
+    """The precision from task.json ('fp32' when the file or the key is absent)."""
+    precision = _task_json(task_dir).get("precision") or "fp32"
     if precision not in PRECISIONS:
         raise BridgeError(
             "task.syntax_error",
             f"{TASK_FILE}: precision must be one of fp32, fp16, bf16 (got {precision!r})",
         )
     return str(precision)
+
+
+def read_tolerance(task_dir: str) -> tuple[float, float]:
+    """(atol, rtol) from task.json, each DEFAULT_TOLERANCE when absent (src/task/task.c)."""
+    obj = _task_json(task_dir)
+    out = []
+    for key in ("atol", "rtol"):
+        v = obj.get(key, DEFAULT_TOLERANCE)
+        out.append(float(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and v >= 0 else DEFAULT_TOLERANCE)
+    return out[0], out[1]
 
 
 def flatten_outputs(value: object, where: str = "") -> list[torch.Tensor]:
@@ -293,7 +314,9 @@ class TaskStore:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self._modules: OrderedDict[tuple[str, str], types.ModuleType] = OrderedDict()
-        self._models: OrderedDict[tuple[str, int, str, str], Built] = OrderedDict()
+        self._models: OrderedDict[tuple[str, int, str, str, bool], Built] = OrderedDict()
+        self._structures: OrderedDict[tuple[str, str], list[Structure | None]] = OrderedDict()
+        self._degeneracy: OrderedDict[tuple[str, str], Degeneracy | None] = OrderedDict()
         self._counter = itertools.count()
 
     def load(self, task_dir: str) -> Task:
@@ -369,12 +392,18 @@ class TaskStore:
             )
         return Task(directory, path, digest, precision, model_cls, get_inputs, get_init_inputs)
 
-    def build(self, task: Task, model_seed: int) -> Built:
-        """Model(*get_init_inputs()) under torch.manual_seed(model_seed), on the device, cast."""
-        key = (task.digest, model_seed, str(self.device), task.precision)
+    def build(self, task: Task, model_seed: int, perturb: bool | None = None) -> Built:
+        """Model(*get_init_inputs()) under torch.manual_seed(model_seed), on the device, cast;
+        its parameters perturbed (degenerate.perturb_parameters under model_seed) when
+        ``perturb``, which by default is what the task needs (``degeneracy``: a task that is
+        degenerate under its own initialization is verified with perturbed parameters)."""
+        if perturb is None:
+            found = self.degeneracy(task)
+            perturb = found is not None and found.params_perturbed
+        key = (task.digest, model_seed, str(self.device), task.precision, perturb)
         built = self._models.get(key)
         if built is None:
-            built = self._construct(task, model_seed)
+            built = self._construct(task, model_seed, perturb)
             self._models[key] = built
             if len(self._models) > MAX_MODELS:
                 _, old = self._models.popitem(last=False)
@@ -383,7 +412,7 @@ class TaskStore:
         self._models.move_to_end(key)
         return built
 
-    def _construct(self, task: Task, model_seed: int) -> Built:
+    def _construct(self, task: Task, model_seed: int, perturb: bool) -> Built:
         seed_all(model_seed)
         init = call_task(task, "task.init_raised", "get_init_inputs()", task.get_init_inputs)
         if not isinstance(init, (list, tuple)):
@@ -405,8 +434,63 @@ class TaskStore:
                 "task.init_raised",
                 f"moving Model to {self.device} ({task.precision}) raised {exception_text(exc)}",
             ) from exc
+        if perturb:
+            perturb_parameters(model, model_seed)
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         return Built(model, state)
+
+    def degeneracy(self, task: Task) -> Degeneracy | None:
+        """Whether the task's reference outputs are degenerate (degenerate.Judge over the
+        structure draws, each under its own fixed model seed, with the task's tolerance); when
+        they are and the model has floating-point parameters, the same with those parameters
+        perturbed, and ``params_perturbed``: every model is then built perturbed. Cached per
+        task version."""
+        key = (task.task_dir, task.digest)
+        if key not in self._degeneracy:
+            atol, rtol = read_tolerance(task.task_dir)
+            found = self._judge(task, False, atol, rtol)
+            if found is not None and any(
+                    p.is_floating_point() for p in
+                    self.build(task, DEGENERACY_MODEL_SEED, False).model.parameters()):
+                after = self._judge(task, True, atol, rtol)
+                found = replace(found, params_perturbed=True,
+                                after=None if after is None else after.kind)
+            self._degeneracy[key] = found
+            while len(self._degeneracy) > MAX_MODULES:
+                self._degeneracy.popitem(last=False)
+        self._degeneracy.move_to_end(key)
+        return self._degeneracy[key]
+
+    def _judge(self, task: Task, perturb: bool, atol: float, rtol: float) -> Degeneracy | None:
+        """Each draw with its own model seed, as verification's trials have: a constant that
+        depends on the parameters is not one a kernel can hard-code."""
+        judge = Judge(atol, rtol)
+        for k, s in enumerate(STRUCTURE_SEEDS):
+            built = self.build(task, DEGENERACY_MODEL_SEED + k, perturb)
+            built.reset()
+            made = self.inputs(task, s, files=False)
+            judge.add(forward(task, built.model, made.fresh_call()))
+            built.reset()
+            del made
+        return judge.result()
+
+    def structure(self, task: Task) -> list[Structure | None]:
+        """What get_inputs() guarantees about each argument (structure.detect over draws under
+        fixed seeds: the same for every process that asks), cached per task version."""
+        key = (task.task_dir, task.digest)
+        if key not in self._structures:
+            probes: list[list[object]] = []
+            scalar: list[bool] = []
+            for s in STRUCTURE_SEEDS:  # one draw at a time: only its corners are kept
+                made = self.inputs(task, s, files=False)
+                probes.append([probe(t) for t in made.files])
+                scalar = made.scalar
+                del made
+            self._structures[key] = detect(probes, scalar)
+            while len(self._structures) > MAX_MODULES:
+                self._structures.popitem(last=False)
+        self._structures.move_to_end(key)
+        return self._structures[key]
 
     def inputs(self, task: Task, seed: int, files: bool = True) -> Inputs:
         """get_inputs() under torch.manual_seed(seed), with the bridge's device as the default
@@ -458,33 +542,30 @@ class TaskStore:
         return result
 
 
-NEAR_MAX_CHANGES = 256
-
-
-def near_duplicate(inputs: Inputs, seed: int) -> Inputs:
-    """The set with a few elements of every floating-point tensor argument moved far.
+def near_duplicate(inputs: Inputs, donor: Inputs, seed: int,
+                   structure: Sequence[Structure | None]) -> Inputs:
+    """The set with a few elements of every floating-point tensor argument replaced by those of
+    ``donor`` (another draw of the same task) at the same positions.
 
     A checked call on such a set defeats caches keyed by sampled input values (a hash of a few
     elements, scalar ratios): the set looks like one the candidate has already seen, but its
     correct output differs in the rows those elements feed. About one element in 4096 (1 to 256
-    per tensor) moves by 4 times the tensor's mean magnitude, with a random sign; positions come
-    from ``seed`` (a CPU generator), so the bridge and a runner that made the same set from the
-    same seeds on the same device make the same near-duplicate. Integer and boolean tensors and
-    Python numbers are left as they are.
+    per tensor) changes; positions come from ``seed`` (a CPU generator). Every new value is one
+    ``get_inputs()`` could have put there, and ``structure`` (structure.detect) is kept: mirrored
+    positions of symmetric tensors, sorted tensors sorted again, so an honest kernel that relies
+    on what its task guarantees (zeros of a triangle, symmetry, order, label values) still
+    computes the right output. Integer and boolean tensors and Python numbers are left as they
+    are.
     """
     gen = torch.Generator().manual_seed(seed & (2**63 - 1))
     files, call = list(inputs.files), list(inputs.call)
     for i, t in enumerate(files):
         if inputs.scalar[i] or not t.is_floating_point() or t.numel() == 0:
             continue
-        flat = t.reshape(-1).clone()
-        count = min(NEAR_MAX_CHANGES, max(1, flat.numel() // 4096))
-        where = torch.randint(flat.numel(), (count,), generator=gen).to(flat.device)
-        sign = (torch.randint(0, 2, (count,), generator=gen).to(torch.float32) * 2 - 1).to(
-            flat.device)
-        magnitude = float(flat.float().abs().mean()) + 1e-3
-        flat[where] = (flat[where].float() + 4 * magnitude * sign).to(flat.dtype)
-        files[i] = flat.view(t.shape)
+        other = donor.files[i] if i < len(donor.files) else None
+        if not isinstance(other, torch.Tensor) or other.shape != t.shape:
+            continue  # shapes vary between draws: no element of this tensor can be matched
+        files[i] = mix(t, other, gen, structure[i] if i < len(structure) else None)
         target = call[i]
         if isinstance(target, torch.Tensor):
             call[i] = files[i].to(device=target.device, dtype=target.dtype)

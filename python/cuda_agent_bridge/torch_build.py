@@ -893,7 +893,12 @@ def build_inline(specs: list[dict[str, Any]], cache_dir: str, arch: str, jobs: i
         if not isinstance(specs, list):
             raise BuildFailure("build.internal", "specs must be a list")
         if not specs:
-            raise BuildFailure("build.no_sources", "no specs to build")
+            raise BuildFailure(
+                "build.no_sources",
+                "the candidate builds no CUDA code: no torch.utils.cpp_extension.load_inline "
+                "call ran while model_new.py was imported and ModelNew was constructed (a "
+                "KernelBench candidate must compile its kernels with load_inline; one that only "
+                "calls PyTorch is not a CUDA kernel)")
         if len(specs) > MAX_SPECS:
             raise BuildFailure("build.error", f"{len(specs)} specs (at most {MAX_SPECS})")
         return [_inline_module(i, s, len(specs)) for i, s in enumerate(specs)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from cuda_agent_bridge import tasks
+from cuda_agent_bridge import structure, tasks
 from support import (
     ELEMENTWISE,
     LINEAR_SCALE,
@@ -116,17 +117,24 @@ def test_same_seed_same_values_other_seed_other_values(bridge: Bridge, tmp_path:
 
 def test_near_duplicate_set(bridge: Bridge, tmp_path: Path, closing: list[TestSlots]) -> None:
     source = ELEMENTWISE.replace("torch.randn(16, 32)", "torch.randn(64, 1024)")
-    task, spec, slots = open_task(bridge, tmp_path, "big", source, inputs=2)
+    task, spec, slots = open_task(bridge, tmp_path, "big", source, inputs=3)
     closing.append(slots)
+    donor_seed = (9 * 0x9E3779B97F4A7C15 + 1) % (2**63)
     bridge.ok("fill", task_dir=str(task), params=False,
-              sets=[{"input": 0, "seed": 3}, {"input": 1, "seed": 9, "near_seed": 3}])
+              sets=[{"input": 0, "seed": 3}, {"input": 1, "seed": 9, "near_seed": 3},
+                    {"input": 2, "seed": donor_seed}])
     (base,) = slots.views(slots.inputs[0], tensor_args(spec))
     (near,) = slots.views(slots.inputs[1], tensor_args(spec))
-    changed = (near != base).sum()
-    assert 1 <= changed <= tasks.NEAR_MAX_CHANGES
-    # The same rule as tasks.near_duplicate applied to the set of seed 3, positions from seed 9
+    (donor,) = slots.views(slots.inputs[2], tensor_args(spec))
+    changed = near != base
+    assert 1 <= int(changed.sum()) <= structure.NEAR_MAX_CHANGES
+    assert torch.equal(near[changed], donor[changed])  # every new value is another draw's
+    # The same rule as tasks.near_duplicate: the set of seed 3, the donor's values at positions
+    # from seed 9
     made = tasks.Inputs(files=[base.clone()], call=[base.clone()], scalar=[False])
-    assert torch.equal(tasks.near_duplicate(made, 9).files[0], near)
+    other = tasks.Inputs(files=[donor.clone()], call=[donor.clone()], scalar=[False])
+    assert torch.equal(tasks.near_duplicate(made, other, 9, [structure.Structure()]).files[0],
+                       near)
 
 
 def test_bf16_fill(bridge: Bridge, tmp_path: Path, closing: list[TestSlots]) -> None:
@@ -516,3 +524,35 @@ def test_stopwatch_on_the_cpu() -> None:
     watch.start()
     watch.tiny()
     assert 0 <= watch.stop() < 1000
+
+
+def test_degenerate_task_fails_an_output_of_zeros(bridge: Bridge, tmp_path: Path,
+                                                  closing: list[TestSlots]) -> None:
+    """KernelBench level2/23's hack (ignore the weights, return about zero) passed because the
+    reference under GroupNorm's own initialization is zero; verification now runs with
+    perturbed parameters (the ones written to the params slot), where zeros are wrong and the
+    model computed with the slot's parameters is right."""
+    from test_describe import GROUPNORM_MEAN
+
+    task, spec, slots = open_task(bridge, tmp_path, "gn_mean", GROUPNORM_MEAN)
+    closing.append(slots)
+    bridge.ok("fill", task_dir=str(task), model_seed=7, params=True,
+              sets=[{"input": 0, "seed": 2}])
+    slots.poison()
+    write_outputs(slots, spec, [torch.zeros(4)])
+    (stats,) = bridge.ok("check", task_dir=str(task), model_seed=7, input=0, scalars=[],
+                         **TOL)["outputs"]
+    assert stats["mismatches"] > 0, stats
+    # An honest output: the task's model with the parameters the candidate was given.
+    ns: dict[str, Any] = {}
+    exec(textwrap.dedent(GROUPNORM_MEAN), ns)  # noqa: S102 - the test's own task source
+    model = ns["Model"]()
+    params = slots.views(slots.params, spec["params"])
+    model.load_state_dict({p["name"]: t.clone() for p, t in zip(spec["params"], params,
+                                                               strict=True)})
+    (x,) = slots.views(slots.inputs[0], tensor_args(spec))
+    with torch.no_grad():
+        write_outputs(slots, spec, [model(x.clone())])
+    (stats,) = bridge.ok("check", task_dir=str(task), model_seed=7, input=0, scalars=[],
+                         **TOL)["outputs"]
+    assert stats["mismatches"] == 0, stats

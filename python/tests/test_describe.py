@@ -25,13 +25,15 @@ def test_elementwise(bridge: Bridge, tmp_path: Path) -> None:
     result = bridge.ok("describe", task_dir=str(task), seed=1)
     assert result == {
         "args": [
-            {"index": 0, "name": "x", "dtype": "float32", "shape": [16, 32], "device": "cuda"}
+            {"index": 0, "name": "x", "dtype": "float32", "shape": [16, 32], "device": "cuda",
+             "structure": {"perturb": "elements"}}
         ],
         "params": [],
         "outputs": [
             {"index": 0, "name": "output", "dtype": "float32", "shape": [16, 32], "device": "cuda"}
         ],
         "precision": "fp32",
+        "degenerate": None,
     }
 
 
@@ -120,3 +122,73 @@ def test_edit_of_model_py_is_picked_up(bridge: Bridge, tmp_path: Path) -> None:
     assert bridge.ok("describe", task_dir=str(task), seed=1)["outputs"][0]["shape"] == [16, 32]
     write_task(tmp_path, "edit", ELEMENTWISE.replace("torch.relu(x) * 2.0", "x.sum(0)"))
     assert bridge.ok("describe", task_dir=str(task), seed=1)["outputs"][0]["shape"] == [32]
+
+
+STRUCTURED = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, s, b, m):
+        return torch.tril(a) @ s + torch.bucketize(m, b).float()[:, None] * 0
+
+
+def get_inputs():
+    x = torch.randn(24, 24)
+    return [torch.tril(torch.randn(24, 24)), x + x.T, torch.sort(torch.randn(9)).values,
+            torch.randint(0, 3, (24,)).float()]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_structure_of_inputs(bridge: Bridge, tmp_path: Path) -> None:
+    """What get_inputs() guarantees, found over three draws, and how each may be perturbed."""
+    task = write_task(tmp_path, "structured", STRUCTURED)
+    result = bridge.ok("describe", task_dir=str(task), seed=4)
+    assert [a["structure"] for a in result["args"]] == [
+        {"perturb": "elements", "fixed_zeros": True},
+        {"perturb": "symmetric", "symmetric": True},
+        {"perturb": "uniform", "sorted_dim": 0, "descending": False},
+        {"perturb": "none", "discrete": True},
+    ]
+
+
+GROUPNORM_MEAN = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"KernelBench level2/23's shape: conv, GroupNorm, then the mean of everything: with
+    GroupNorm's own initialization (weight 1, bias 0) the output is 0 up to rounding.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv3d(3, 8, 3)
+        self.norm = nn.GroupNorm(4, 8)
+
+    def forward(self, x):
+        return self.norm(self.conv(x)).mean(dim=[1, 2, 3, 4])
+
+
+def get_inputs():
+    return [torch.randn(4, 3, 6, 6, 6)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_degenerate_task_is_verified_with_perturbed_parameters(bridge: Bridge,
+                                                              tmp_path: Path) -> None:
+    task = write_task(tmp_path, "gn_mean", GROUPNORM_MEAN)
+    deg = bridge.ok("describe", task_dir=str(task), seed=5)["degenerate"]
+    assert deg is not None and deg["kind"] == "zeros" and deg["max_abs"] < 1e-5
+    # perturbed, GroupNorm's per-channel weights and biases make the mean depend on the input
+    assert deg["params_perturbed"] is True and deg["after"] is None
+    assert "degenerate" in deg["message"] and "perturbed parameters" in deg["message"]

@@ -220,7 +220,8 @@ def test_runner_and_bridge_share_the_slots(tmp_path: Path, task: Path, bridge: B
     """The production data path: the bridge makes and fills the slots, the runner calls on
     them, the bridge checks the outputs against references from the inputs in the slots."""
     spec = bridge.ok("describe", task_dir=str(task), seed=1)
-    assert spec["args"] == SPEC["args"] and spec["outputs"] == SPEC["outputs"]
+    plain = [{k: v for k, v in a.items() if k != "structure"} for a in spec["args"]]
+    assert plain == SPEC["args"] and spec["outputs"] == SPEC["outputs"]
     slots = bridge.slots_for(spec, 3)
     try:
         filled = bridge.ok("fill", task_dir=str(task), model_seed=5, params=True,

@@ -217,6 +217,12 @@ def test_timeout_names_the_unit(cuda_build: dict[str, Any], cache: Path, tmp_pat
     assert tmp_leftovers(cache) == []
 
 
+def test_inline_without_specs_says_no_cuda_code(cache: Path) -> None:
+    r = tb.build_inline([], str(cache), ARCH)
+    assert r["status"] == "build.no_sources", r
+    assert "builds no CUDA code" in r["message"] and "load_inline" in r["message"], r
+
+
 def test_workdir_without_required_files(tmp_path: Path, cache: Path) -> None:
     r = tb.build_workdir(str(tmp_path / "missing"), str(cache), ARCH)
     assert r["status"] == "build.no_sources", r

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from cuda_agent_bridge import server, tasks, wire
+from cuda_agent_bridge import server, wire
 from cuda_agent_bridge.capped import lines
 from cuda_agent_bridge.errors import BridgeError, one_line
 from cuda_agent_bridge.tasks import TaskStore, arg_names, flatten_outputs
@@ -65,28 +65,6 @@ def test_unexpected_exception_is_bridge_internal(monkeypatch: pytest.MonkeyPatch
     }
     answer, stop = server.handle(ctx, b'{"id": "s", "op": "shutdown"}')
     assert stop and answer == {"id": "s", "ok": True, "result": {}}
-
-
-def test_near_duplicate_moves_few_float_elements_far() -> None:
-    from cuda_agent_bridge.tasks import Inputs
-
-    x = torch.randn(64, 1024)
-    idx = torch.arange(10)
-    base = Inputs(files=[x, idx, torch.tensor(0.5, dtype=torch.float64)],
-                  call=[x.clone(), idx.clone(), 0.5], scalar=[False, False, True])
-    near = tasks.near_duplicate(base, seed=7)
-    changed = (near.files[0] != x).nonzero()
-    assert 1 <= len(changed) <= tasks.NEAR_MAX_CHANGES
-    assert len(changed) <= x.numel() // 4096 + 1
-    moved = (near.files[0] - x).abs().max()
-    assert moved > 3 * x.abs().mean()  # far enough to change the rows it feeds
-    assert torch.equal(near.files[1], idx) and near.files[2] is base.files[2]
-    call0 = near.call[0]
-    assert isinstance(call0, torch.Tensor) and torch.equal(call0, near.files[0])
-    assert near.call[2] == 0.5
-    assert torch.equal(tasks.near_duplicate(base, seed=7).files[0], near.files[0])
-    assert not torch.equal(tasks.near_duplicate(base, seed=8).files[0], near.files[0])
-    assert torch.equal(base.files[0], x)  # the original set is untouched
 
 
 @pytest.mark.parametrize("chunk", [2, 1 << 26])

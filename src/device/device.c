@@ -393,10 +393,10 @@ int device_poison(struct device *dev, struct device_slot *s, size_t off, size_t 
 }
 
 static void perturb_cpu(void *p, size_t n, enum ca_dtype t, uint64_t from, uint64_t to,
-			uint64_t thr)
+			uint64_t thr, uint64_t layout)
 {
 	for (size_t i = 0; i < n; i++) {
-		float f = ca_prep_toggle(from, to, i, thr);
+		float f = ca_prep_toggle(from, to, ca_prep_key(i, layout), thr);
 		if (f == 1.0f)
 			continue;
 		switch (t) {
@@ -412,7 +412,8 @@ static void perturb_cpu(void *p, size_t n, enum ca_dtype t, uint64_t from, uint6
 }
 
 int device_perturb(struct device *dev, struct device_slot *s, size_t off, size_t numel,
-		   enum ca_dtype t, uint64_t from, uint64_t to, double fraction, struct ca_diag *d)
+		   enum ca_dtype t, uint64_t layout, uint64_t from, uint64_t to, double fraction,
+		   struct ca_diag *d)
 {
 	int idx = t == CA_DTYPE_F64 ? 0 : t == CA_DTYPE_F32 ? 1 : t == CA_DTYPE_F16 ? 2
 		: t == CA_DTYPE_BF16 ? 3 : -1;
@@ -428,13 +429,13 @@ int device_perturb(struct device *dev, struct device_slot *s, size_t off, size_t
 	if ((rc = check_range(s, off, numel * size, d)))
 		return rc;
 	if (dev->kind == DEVICE_CPU) {
-		perturb_cpu((unsigned char *)s->host + off, numel, t, from, to, thr);
+		perturb_cpu((unsigned char *)s->host + off, numel, t, from, to, thr, layout);
 		return 0;
 	}
 	if ((rc = make_current(dev, d)))
 		return rc;
 	p = s->dptr + off;
-	void *args[] = {&p, &numel, &from, &to, &thr};
+	void *args[] = {&p, &numel, &from, &to, &thr, &layout};
 	return launch(dev, dev->fn_perturb[idx], blocks_for(numel), args,
 		      "perturbing an input (cuLaunchKernel)", d);
 }

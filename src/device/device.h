@@ -94,9 +94,10 @@ int device_poison(struct device *dev, struct device_slot *s, size_t off, size_t 
 		  struct ca_diag *d);
 /* Enqueued: moves numel elements of type t at off from perturbation state `from` to `to`
  * (prep.h: each element at its placed value or half of it, `fraction` of them halved in each
- * state; state 0 is the set as placed); non-float types are left alone. */
+ * state, element i decided by ca_prep_key(i, layout); state 0 is the set as placed); non-float
+ * types are left alone. */
 int device_perturb(struct device *dev, struct device_slot *s, size_t off, size_t numel,
-		   enum ca_dtype t, uint64_t from, uint64_t to, double fraction,
+		   enum ca_dtype t, uint64_t layout, uint64_t from, uint64_t to, double fraction,
 		   struct ca_diag *d);
 /* Checksums (prep.h): device_checksum_reset() zeroes an accumulator, device_checksum_add()
  * enqueues the checksum of [off, off + nbytes) of a slot (off 8-byte aligned) into it, and

@@ -10,37 +10,38 @@
 
 extern "C" __global__ void ca_dev_empty(void) {}
 
-// Moves a set from seed `from` to seed `to` (prep.h: each element at its value or half of it).
+// Moves a set from seed `from` to seed `to` (prep.h: each element at its value or half of it,
+// decided by the hash of ca_prep_key(i, layout)).
 extern "C" __global__ void ca_dev_perturb_f64(double *p, size_t n, uint64_t from, uint64_t to,
-					      uint64_t thr)
+					      uint64_t thr, uint64_t layout)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
-		p[i] *= (double)ca_prep_toggle(from, to, i, thr);
+		p[i] *= (double)ca_prep_toggle(from, to, ca_prep_key(i, layout), thr);
 }
 
 extern "C" __global__ void ca_dev_perturb_f32(float *p, size_t n, uint64_t from, uint64_t to,
-					      uint64_t thr)
+					      uint64_t thr, uint64_t layout)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
-		p[i] *= ca_prep_toggle(from, to, i, thr);
+		p[i] *= ca_prep_toggle(from, to, ca_prep_key(i, layout), thr);
 }
 
 extern "C" __global__ void ca_dev_perturb_bf16(uint16_t *p, size_t n, uint64_t from, uint64_t to,
-					       uint64_t thr)
+					       uint64_t thr, uint64_t layout)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
-		p[i] = ca_prep_scale_bf16(p[i], ca_prep_toggle(from, to, i, thr));
+		p[i] = ca_prep_scale_bf16(p[i], ca_prep_toggle(from, to, ca_prep_key(i, layout), thr));
 }
 
 extern "C" __global__ void ca_dev_perturb_f16(uint16_t *p, size_t n, uint64_t from, uint64_t to,
-					      uint64_t thr)
+					      uint64_t thr, uint64_t layout)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
-		p[i] = ca_prep_scale_f16(p[i], ca_prep_toggle(from, to, i, thr));
+		p[i] = ca_prep_scale_f16(p[i], ca_prep_toggle(from, to, ca_prep_key(i, layout), thr));
 }
 
 // Sums the hashed 8-byte words of [words, words + nwords) plus a zero-padded tail into *out.

@@ -90,6 +90,27 @@ CA_PREP_FN uint16_t ca_prep_float_to_half_rz(float x)
 	return (uint16_t)(sign | ((uint32_t)exp << 10) | (mant >> 13));
 }
 
+/* Which element's hash decides element i (the `layout` of a tensor, docs/protocol.md
+ * "In-distribution inputs"): CA_PREP_ELEMENTS, each its own; CA_PREP_UNIFORM, one for the whole
+ * tensor (it moves at once: order is kept); n >= 2, a tensor whose last two dimensions are n x n
+ * and symmetric: (r, c) and (c, r) share one, so it stays symmetric. */
+#define CA_PREP_ELEMENTS 0ull
+#define CA_PREP_UNIFORM  UINT64_MAX
+
+CA_PREP_FN uint64_t ca_prep_key(uint64_t i, uint64_t layout)
+{
+	uint64_t nn, rc, r, c;
+	if (layout == CA_PREP_ELEMENTS || layout == 1)
+		return i;
+	if (layout == CA_PREP_UNIFORM)
+		return 0;
+	nn = layout * layout;
+	rc = i % nn;
+	r = rc / layout;
+	c = rc % layout;
+	return i - rc + (r < c ? r * layout + c : c * layout + r);
+}
+
 /* Whether element i of a set at seed `seed` is halved (seed 0: never). */
 CA_PREP_FN int ca_prep_halved(uint64_t seed, uint64_t i, uint64_t threshold)
 {

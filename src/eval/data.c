@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "device/prep.h"
 #include "eval/compare.h"
 #include "eval/run.h"
 #include "util/clock.h"
@@ -382,11 +383,17 @@ static int loop_prepare(void *ctx, int input, int special, uint64_t seed, struct
 	if (special == LOOP_NORMAL) {
 		for (int i = 0; i < r->spec.num_args; i++) {
 			const struct tensor_spec *t = &r->spec.args[i];
-			if (D->lay_inputs.offset[i] == SIZE_MAX || !ca_dtype_is_float(t->dtype))
+			uint64_t layout = t->perturb == TENSOR_PERTURB_UNIFORM ? CA_PREP_UNIFORM
+					  : t->perturb == TENSOR_PERTURB_SYMMETRIC
+						  ? (uint64_t)t->shape[t->ndim - 1]
+						  : CA_PREP_ELEMENTS;
+			if (D->lay_inputs.offset[i] == SIZE_MAX || !ca_dtype_is_float(t->dtype) ||
+			    t->perturb == TENSOR_PERTURB_NONE)
 				continue;
 			if (device_perturb(&D->dev, &D->inputs[input], D->lay_inputs.offset[i],
-					   (size_t)tensor_spec_numel(t), t->dtype, D->state[input], seed,
-					   r->o->protocol.timing.perturb_scale, &d)) {
+					   (size_t)tensor_spec_numel(t), t->dtype, layout,
+					   D->state[input], seed, r->o->protocol.timing.perturb_scale,
+					   &d)) {
 				loop_fail_set(f, "env.gpu", "perturbing an input: %s", d.msg);
 				return CA_ERR_IO;
 			}

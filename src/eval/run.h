@@ -93,6 +93,7 @@ struct run {
 	struct ca_child twin_child;
 	struct cand_proc twin;
 	bool twin_started;
+	bool twin_quitting; /* `quit` sent, its answer not read yet (twin_quit) */
 	char twin_err_path[PATH_MAX];
 	/* results */
 	json_t *trials;

@@ -4,6 +4,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char *const perturb_names[] = {"elements", "symmetric", "uniform", "none"};
+
+static int parse_perturb(struct tensor_spec *t, const json_t *st, const char *kind, size_t idx,
+			 struct ca_diag *d)
+{
+	const json_t *p = json_object_get(st, "perturb");
+	t->perturb = TENSOR_PERTURB_ELEMENTS;
+	if (!st)
+		return 0;
+	if (!json_is_object(st) || !json_is_string(p))
+		return ca_fail(d, CA_ERR_PARSE, "%s[%zu] (%s): 'structure' needs a 'perturb' name",
+			       kind, idx, t->name);
+	for (size_t i = 0; i < sizeof perturb_names / sizeof *perturb_names; i++)
+		if (strcmp(json_string_value(p), perturb_names[i]) == 0)
+			t->perturb = (enum tensor_perturb)i;
+	if (strcmp(json_string_value(p), perturb_names[t->perturb]) != 0)
+		return ca_fail(d, CA_ERR_PARSE, "%s[%zu] (%s): unknown perturbation '%s'", kind, idx,
+			       t->name, json_string_value(p));
+	if (t->perturb == TENSOR_PERTURB_SYMMETRIC &&
+	    (t->ndim < 2 || t->shape[t->ndim - 1] != t->shape[t->ndim - 2]))
+		return ca_fail(d, CA_ERR_PARSE,
+			       "%s[%zu] (%s): a symmetric perturbation needs square last two "
+			       "dimensions",
+			       kind, idx, t->name);
+	return 0;
+}
+
+const char *tensor_perturb_name(enum tensor_perturb p)
+{
+	return (unsigned)p < sizeof perturb_names / sizeof *perturb_names ? perturb_names[p] : "?";
+}
+
 static int parse_one(struct tensor_spec *t, const json_t *e, const char *kind, size_t idx,
 		     struct ca_diag *d)
 {
@@ -44,7 +76,7 @@ static int parse_one(struct tensor_spec *t, const json_t *e, const char *kind, s
 				       t->name);
 	}
 	t->on_cpu = json_is_string(device) && strcmp(json_string_value(device), "cpu") == 0;
-	return 0;
+	return parse_perturb(t, json_object_get(e, "structure"), kind, idx, d);
 }
 
 static int parse_list(const json_t *obj, const char *key, struct tensor_spec **out, int *count,
@@ -101,10 +133,14 @@ static json_t *list_to_json(const struct tensor_spec *t, int n)
 		json_t *shape = json_array();
 		for (int k = 0; k < t[i].ndim; k++)
 			json_array_append_new(shape, json_integer(t[i].shape[k]));
-		json_array_append_new(arr, json_pack("{s:i, s:s, s:s, s:o, s:s}", "index", i, "name",
-						     t[i].name, "dtype",
-						     ca_dtype_torch_name(t[i].dtype), "shape", shape,
-						     "device", t[i].on_cpu ? "cpu" : "cuda"));
+		json_t *e = json_pack("{s:i, s:s, s:s, s:o, s:s}", "index", i, "name", t[i].name,
+				      "dtype", ca_dtype_torch_name(t[i].dtype), "shape", shape,
+				      "device", t[i].on_cpu ? "cpu" : "cuda");
+		if (t[i].perturb != TENSOR_PERTURB_ELEMENTS)
+			json_object_set_new(e, "structure",
+					    json_pack("{s:s}", "perturb",
+						      tensor_perturb_name(t[i].perturb)));
+		json_array_append_new(arr, e);
 	}
 	return arr;
 }

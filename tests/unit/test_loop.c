@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "device/device.h"
+#include "device/prep.h"
 #include "eval/proc.h"
 #include "protocol/loop.h"
 #include "protocol/sample.h"
@@ -180,7 +181,7 @@ static int h_prepare(void *ctx, int input, int special, uint64_t seed, struct lo
 	float *x = h->in[input].host;
 	if (special == LOOP_NORMAL) {
 		if (device_perturb(&h->dev, &h->in[input], 0, N_ELEMS, CA_DTYPE_F32,
-				   h->state[input], seed, 0.5, &d))
+				   CA_PREP_ELEMENTS, h->state[input], seed, 0.5, &d))
 			goto fail;
 		h->state[input] = seed;
 	} else {
@@ -612,6 +613,80 @@ static void test_code_allowlist(void **state)
 	assert_false(cand_proc_code_allowed(NULL));
 }
 
+/* The perturbation keeps what a task's inputs guarantee (device/prep.h layouts, on the CPU
+ * backend: the same arithmetic as the GPU kernels): a symmetric tensor stays symmetric, a sorted
+ * one sorted, zeros stay zero, every element is at its value or half of it, and state 0 is the
+ * set as placed again. */
+static void test_perturbation_keeps_structure(void **state)
+{
+	enum { B = 2, N = 16, SYM = B * N * N, SORTED = 512, TOTAL = SYM + SORTED };
+	struct device dev;
+	struct device_slot slot;
+	struct ca_diag d = {{0}};
+	float orig[TOTAL], *x;
+	unsigned seed = 7;
+	int fd = memfd_create("slot", MFD_CLOEXEC);
+	(void)state;
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, TOTAL * sizeof(float)), 0);
+	assert_int_equal(device_open(&dev, DEVICE_CPU, 0, &d), 0);
+	assert_int_equal(device_slot_import(&dev, fd, TOTAL * sizeof(float), &slot, &d), 0);
+	x = slot.host;
+	for (int b = 0; b < B; b++) /* symmetric, lower-left corner of each zero */
+		for (int r = 0; r < N; r++)
+			for (int c = r; c < N; c++) {
+				float v = r > N / 2 && c < N / 2 + r - N / 2
+						  ? 0.0f
+						  : (float)rand_r(&seed) / (float)RAND_MAX - 0.5f;
+				x[b * N * N + r * N + c] = x[b * N * N + c * N + r] = v;
+			}
+	for (int i = 0; i < SORTED; i++) /* ascending, through zero */
+		x[SYM + i] = (float)(i - SORTED / 2) * 0.37f;
+	memcpy(orig, x, sizeof orig);
+	uint64_t states[] = {0, 11, 12, 13, 99, 0};
+	for (size_t k = 1; k < sizeof states / sizeof *states; k++) {
+		assert_int_equal(device_perturb(&dev, &slot, 0, SYM, CA_DTYPE_F32, N, states[k - 1],
+						states[k], 0.5, &d),
+				 0);
+		assert_int_equal(device_perturb(&dev, &slot, SYM * sizeof(float), SORTED,
+						CA_DTYPE_F32, CA_PREP_UNIFORM, states[k - 1],
+						states[k], 0.5, &d),
+				 0);
+		int halved = 0;
+		for (int b = 0; b < B; b++)
+			for (int r = 0; r < N; r++)
+				for (int c = 0; c < N; c++) {
+					int i = b * N * N + r * N + c;
+					assert_true(x[i] == x[b * N * N + c * N + r]);
+					assert_true(x[i] == orig[i] || x[i] == 0.5f * orig[i]);
+					halved += x[i] != orig[i];
+				}
+		for (int i = 1; i < SORTED; i++)
+			assert_true(x[SYM + i - 1] <= x[SYM + i]);
+		if (states[k] == 0)
+			assert_memory_equal(x, orig, sizeof orig);
+		else
+			assert_true(halved > SYM / 8 && halved < SYM * 7 / 8); /* about half moved */
+	}
+	/* plain elements: (r, c) and (c, r) move on their own */
+	assert_int_equal(device_perturb(&dev, &slot, 0, SYM, CA_DTYPE_F32, CA_PREP_ELEMENTS, 0, 5,
+					0.5, &d),
+			 0);
+	int asym = 0;
+	for (int r = 0; r < N; r++)
+		for (int c = 0; c < N; c++)
+			asym += x[r * N + c] != x[c * N + r];
+	assert_true(asym > 0);
+	assert_int_equal(ca_prep_key(5, CA_PREP_ELEMENTS), 5);
+	assert_int_equal(ca_prep_key(12345, CA_PREP_UNIFORM), 0);
+	assert_int_equal(ca_prep_key(1 * 4 + 2, 4), ca_prep_key(2 * 4 + 1, 4));
+	assert_int_equal(ca_prep_key(16 + 1 * 4 + 2, 4), 16 + 1 * 4 + 2);
+	device_slot_unmap(&slot);
+	device_close(&dev);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +704,7 @@ int main(void)
 		cmocka_unit_test(test_unasked_event_is_tampering),
 		cmocka_unit_test(test_blaming_the_environment_is_tampering),
 		cmocka_unit_test(test_calibration_is_made_before_load),
+		cmocka_unit_test(test_perturbation_keeps_structure),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -150,6 +150,53 @@ static void test_spec_json_round_trip(void **state)
 	json_decref(j);
 }
 
+/* An argument's input structure (the bridge's describe) picks its perturbation; default elements */
+static void test_spec_structure(void **state)
+{
+	(void)state;
+	json_t *j = load("{\"args\": ["
+			 "{\"dtype\": \"float32\", \"shape\": [4, 8, 8], \"structure\": "
+			 "{\"perturb\": \"symmetric\", \"symmetric\": true}},"
+			 "{\"dtype\": \"float32\", \"shape\": [100], \"structure\": "
+			 "{\"perturb\": \"uniform\", \"sorted_dim\": 0}},"
+			 "{\"dtype\": \"float32\", \"shape\": [9], \"structure\": "
+			 "{\"perturb\": \"none\", \"discrete\": true}},"
+			 "{\"dtype\": \"float32\", \"shape\": [3]}],"
+			 "\"outputs\": [{\"dtype\": \"float32\", \"shape\": [2]}]}"),
+	       *out;
+	struct task_spec s, again;
+	struct ca_diag d = {{0}};
+
+	if (task_spec_from_json(&s, j, &d) != 0)
+		fail_msg("%s", d.msg);
+	assert_int_equal(s.args[0].perturb, TENSOR_PERTURB_SYMMETRIC);
+	assert_int_equal(s.args[1].perturb, TENSOR_PERTURB_UNIFORM);
+	assert_int_equal(s.args[2].perturb, TENSOR_PERTURB_NONE);
+	assert_int_equal(s.args[3].perturb, TENSOR_PERTURB_ELEMENTS);
+	assert_int_equal(s.outputs[0].perturb, TENSOR_PERTURB_ELEMENTS);
+	out = task_spec_to_json(&s); /* kept through the plan's copy of the spec */
+	assert_int_equal(task_spec_from_json(&again, out, &d), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(again.args[i].perturb, s.args[i].perturb);
+	assert_null(json_object_get(json_array_get(json_object_get(out, "args"), 3), "structure"));
+	task_spec_free(&s);
+	task_spec_free(&again);
+	json_decref(out);
+	json_decref(j);
+
+	expect_spec_error("{\"args\": [{\"dtype\": \"float32\", \"shape\": [4], \"structure\": "
+			  "{\"perturb\": \"wobble\"}}], \"outputs\": [{\"dtype\": \"float32\", "
+			  "\"shape\": [1]}]}",
+			  CA_ERR_PARSE, "unknown perturbation 'wobble'");
+	expect_spec_error("{\"args\": [{\"dtype\": \"float32\", \"shape\": [4], \"structure\": "
+			  "7}], \"outputs\": [{\"dtype\": \"float32\", \"shape\": [1]}]}",
+			  CA_ERR_PARSE, "needs a 'perturb' name");
+	expect_spec_error("{\"args\": [{\"dtype\": \"float32\", \"shape\": [4, 5], "
+			  "\"structure\": {\"perturb\": \"symmetric\"}}], \"outputs\": "
+			  "[{\"dtype\": \"float32\", \"shape\": [1]}]}",
+			  CA_ERR_PARSE, "square last two dimensions");
+}
+
 static void test_spec_invalid(void **state)
 {
 	(void)state;
@@ -398,6 +445,7 @@ int main(void)
 		cmocka_unit_test(test_spec_valid),
 		cmocka_unit_test(test_spec_json_round_trip),
 		cmocka_unit_test(test_spec_invalid),
+		cmocka_unit_test(test_spec_structure),
 		cmocka_unit_test(test_spec_count_cap),
 		cmocka_unit_test(test_spec_format),
 		cmocka_unit_test(test_dtype_table),
