@@ -7,31 +7,9 @@
 
 #include <stdint.h>
 
+#include "f32_tensor.h"
+
 namespace {
-
-bool f32_cuda(const DLTensor *t)
-{
-	if (!t || t->device.device_type != kDLCUDA || t->dtype.code != kDLFloat || t->dtype.bits != 32 ||
-	    t->dtype.lanes != 1 || t->ndim < 0 || (t->ndim > 0 && !t->shape) || !t->data)
-		return false;
-	if (t->strides) {
-		int64_t expect = 1;
-		for (int i = t->ndim - 1; i >= 0; --i) {
-			if (t->shape[i] != 1 && t->strides[i] != expect)
-				return false;
-			expect *= t->shape[i];
-		}
-	}
-	return true;
-}
-
-int64_t numel(const DLTensor *t)
-{
-	int64_t n = 1;
-	for (int i = 0; i < t->ndim; ++i)
-		n *= t->shape[i];
-	return n;
-}
 
 constexpr int MAXB = 4096;
 

@@ -1,0 +1,1 @@
+../../../shared/f32_tensor.h
