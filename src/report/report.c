@@ -172,6 +172,15 @@ int report_add(struct report *r, const json_t *result, struct ca_diag *d)
 	reason = json_object_get(json_object_get(result, "reason"), "code");
 	ca_printable(t.reason, json_is_string(reason) ? json_string_value(reason) : "",
 		     sizeof t.reason);
+	{ /* docs/evaluation.md, "Degenerate tasks" */
+		const json_t *deg = json_object_get(task, "degenerate");
+		const json_t *kind = json_object_get(deg, "kind");
+		if (json_is_string(kind)) {
+			ca_printable(t.degenerate, json_string_value(kind), sizeof t.degenerate);
+			t.degenerate_held = !json_is_true(json_object_get(deg, "params_perturbed")) ||
+					    json_is_string(json_object_get(deg, "after"));
+		}
+	}
 
 	rc = grow(r, d);
 	if (rc)
@@ -426,6 +435,30 @@ static void geo(char *buf, size_t size, double g, size_t n)
 		snprintf(buf, size, "%.3fx (%zu)", g, n);
 }
 
+/* Degenerate tasks (a constant output can pass them), in the report's task order. */
+static void print_degenerate(const struct report *r, FILE *f)
+{
+	size_t *order = NULL, n = 0;
+	for (size_t i = 0; i < r->count; i++)
+		n += r->tasks[i].degenerate[0] != 0;
+	if (n == 0)
+		return;
+	fprintf(f, "%zu degenerate task%s (docs/evaluation.md, \"Degenerate tasks\"):\n", n,
+		n == 1 ? "" : "s");
+	if (report_task_order(r, &order) != 0) {
+		fputs("  (out of memory)\n", f);
+		return;
+	}
+	for (size_t k = 0; k < r->count; k++) {
+		const struct report_task *t = &r->tasks[order[k]];
+		if (t->degenerate[0])
+			fprintf(f, "  %s: %s, %s\n", t->id, t->degenerate,
+				t->degenerate_held ? "a kernel that does not compute can pass it"
+						   : "verified with perturbed parameters");
+	}
+	free(order);
+}
+
 void report_print(const struct report *r, FILE *f)
 {
 	static const char *const head[] = {"level", "tasks", "pass %", "faster than eager %",
@@ -469,6 +502,7 @@ void report_print(const struct report *r, FILE *f)
 	fprintf(f, "%zu tasks from %zu results (%zu replaced by a later result for the same task)\n",
 		r->count, r->results, r->replaced);
 	free(rows);
+	print_degenerate(r, f);
 }
 
 /* ---- JSON ----------------------------------------------------------------------------------- */
@@ -528,5 +562,21 @@ json_t *report_json(const struct report *r)
 			fast_array(rows[count - 1].fast_eager, rows[count - 1].tasks), "compile",
 			fast_array(rows[count - 1].fast_compile, rows[count - 1].tasks));
 	free(rows);
+	if (out) {
+		json_t *deg = json_array();
+		size_t *order = NULL;
+		if (deg && report_task_order(r, &order) == 0) {
+			for (size_t k = 0; k < r->count; k++) {
+				const struct report_task *t = &r->tasks[order[k]];
+				if (t->degenerate[0])
+					json_array_append_new(
+						deg, json_pack("{s:s, s:s, s:b}", "id", t->id, "kind",
+							       t->degenerate, "passable",
+							       t->degenerate_held));
+			}
+			free(order);
+		}
+		json_object_set_new(out, "degenerate", deg);
+	}
 	return out;
 }

@@ -57,7 +57,9 @@ void report_print(const struct report *r, FILE *f);
  * "passed", "timed", "faster_eager", "faster_compile", "pass_rate", "faster_eager_rate",
  * "faster_compile_rate", "geomean_eager", "n_eager", "geomean_compile", "n_compile", "fast_p":
  * {"eager", "compile"}}], "all": {...}, "fast_p": {"p": [...], "eager": [...], "compile":
- * [...]}}. level is an integer or "other"; rates and geomeans are null where undefined.
+ * [...]}, "degenerate": [{"id", "kind", "passable"}]}. level is an integer or "other"; rates
+ * and geomeans are null where undefined; "degenerate" lists the tasks whose results say
+ * task.degenerate (passable: a kernel that does not compute can still pass it).
  * NULL only when out of memory. */
 json_t *report_json(const struct report *r);
 /* The HTML document in memory (*out heap, NUL-terminated, caller frees). */

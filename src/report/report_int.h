@@ -18,6 +18,8 @@ struct report_task {
 	double s_eager;   /* speed-up against eager; 0: not timed against eager */
 	double s_compile; /* against torch.compile; 0: not timed against compile */
 	char reason[REPORT_REASON_MAX];
+	char degenerate[REPORT_REASON_MAX]; /* task.degenerate.kind, "" when not degenerate */
+	bool degenerate_held;               /* still degenerate with perturbed parameters */
 };
 
 struct report {

@@ -498,6 +498,51 @@ static size_t occurrences(const char *hay, const char *needle)
 	return n;
 }
 
+/* Degenerate tasks (task.degenerate in the results) are listed after the table and in JSON. */
+static void test_degenerate_tasks(void **state)
+{
+	(void)state;
+	struct report *r = fresh();
+	json_t *a = result("b/gn_mean", 2, "eval", 1, 1, 1.0, 2.0, 2.0);
+	json_t *b = result("a/x_minus_x", 1, "eval", 1, 1, 1.0, 2.0, 2.0);
+	json_object_set_new(json_object_get(a, "task"), "degenerate",
+			    json_pack("{s:s, s:b, s:n}", "kind", "zeros", "params_perturbed", 1,
+				      "after"));
+	json_object_set_new(json_object_get(b, "task"), "degenerate",
+			    json_pack("{s:s, s:b, s:n}", "kind", "seed_invariant",
+				      "params_perturbed", 0, "after"));
+	add(r, a);
+	add(r, b);
+	add_timed(r, "c/plain", 1, 2.0, 2.0);
+	char *t = printed(r);
+	const char *tail = strstr(t, "2 degenerate tasks");
+	assert_non_null(tail);
+	assert_non_null(strstr(tail, "  a/x_minus_x: seed_invariant, a kernel that does not "
+				     "compute can pass it\n"));
+	assert_non_null(strstr(tail, "  b/gn_mean: zeros, verified with perturbed parameters\n"));
+	assert_null(strstr(t, "c/plain"));
+	assert_true(strstr(tail, "a/x_minus_x") < strstr(tail, "b/gn_mean")); /* level order */
+	free(t);
+	json_t *j = report_json(r);
+	const json_t *deg = json_object_get(j, "degenerate");
+	assert_int_equal(json_array_size(deg), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(deg, 1), "id")),
+			    "b/gn_mean");
+	assert_false(json_is_true(json_object_get(json_array_get(deg, 1), "passable")));
+	assert_true(json_is_true(json_object_get(json_array_get(deg, 0), "passable")));
+	json_decref(j);
+	report_free(r);
+	r = fresh();
+	add_timed(r, "c/plain", 1, 2.0, 2.0);
+	t = printed(r);
+	assert_null(strstr(t, "degenerate"));
+	free(t);
+	j = report_json(r);
+	assert_int_equal(json_array_size(json_object_get(j, "degenerate")), 0);
+	json_decref(j);
+	report_free(r);
+}
+
 static void test_html(void **state)
 {
 	(void)state;
@@ -586,6 +631,7 @@ int main(void)
 		cmocka_unit_test(test_invalid_results),
 		cmocka_unit_test(test_jsonl),
 		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_degenerate_tasks),
 		cmocka_unit_test(test_html),
 		cmocka_unit_test(test_empty),
 	};
