@@ -37,6 +37,7 @@ static const char main_usage[] =
 	"  workspace new TASK DIR        lay out an agent's workspace: SKILL.md, INTERFACE.md,\n"
 	"                                model.py, a kernels/ template\n"
 	"  report RESULTS.jsonl...       the benchmark report (table, --html FILE)\n"
+	"  baselines export|import       the baseline table as JSON lines, shared by a fleet\n"
 	"  version                       print versions\n"
 	"\n"
 	"Run 'cuda-agent <command> --help' for a command's options.\n"
@@ -328,6 +329,8 @@ int main(int argc, char **argv)
 		return cmd_solve(argc - 1, argv + 1);
 	if (strcmp(argv[1], "workspace") == 0)
 		return cmd_workspace_tool(argc - 1, argv + 1);
+	if (strcmp(argv[1], "baselines") == 0)
+		return cmd_baselines(argc - 1, argv + 1);
 	fprintf(stderr, "cuda-agent: unknown command '%s'\n%s", argv[1], main_usage);
 	return EXIT_USAGE;
 }

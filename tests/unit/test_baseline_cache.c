@@ -279,6 +279,137 @@ static void test_default_path(void **state)
 	json_decref(v);
 }
 
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* Export then import into another table: the same entries, the same measured_at; a newer
+ * measurement wins unless --replace; a bad line imports nothing and names FILE:LINE. */
+static void test_export_import(void **state)
+{
+	(void)state;
+	struct baseline_cache a, b;
+	struct baseline_key k2 = key;
+	struct ca_diag d;
+	char other[PATH_MAX], exported[PATH_MAX], bad[PATH_MAX], *text = NULL;
+	size_t n = 0, added, skipped, len = 0;
+	json_t *got, *t1 = timing_value(1.5, 0.9), *t2 = timing_value(3.0, 2.0);
+	FILE *mem;
+
+	k2.gpu_name = "NVIDIA H100";
+	open_db(&a);
+	assert_int_equal(baseline_cache_put(&a, &key, t1, &d), 0);
+	assert_int_equal(baseline_cache_put(&a, &k2, t2, &d), 0);
+	assert_int_equal(ca_path_join(exported, sizeof exported, tmpdir, "out.jsonl"), 0);
+	mem = fopen(exported, "w");
+	assert_int_equal(baseline_cache_export(&a, mem, &n, &d), 0);
+	assert_int_equal(fclose(mem), 0);
+	assert_int_equal(n, 2);
+
+	assert_int_equal(ca_path_join(other, sizeof other, tmpdir, "other.sqlite"), 0);
+	assert_int_equal(baseline_cache_open(&b, other, &d), 0);
+	assert_int_equal(baseline_cache_import(&b, exported, false, &added, &skipped, &d), 0);
+	assert_int_equal(added, 2);
+	assert_int_equal(skipped, 0);
+	assert_int_equal(baseline_cache_get(&b, &key, &got, &d), 0);
+	assert_true(json_equal(got, t1));
+	json_decref(got);
+	assert_int_equal(baseline_cache_get(&b, &k2, &got, &d), 0);
+	assert_true(json_equal(got, t2));
+	json_decref(got);
+	/* the same file again: nothing newer, nothing changes */
+	assert_int_equal(baseline_cache_import(&b, exported, false, &added, &skipped, &d), 0);
+	assert_int_equal(added, 0);
+	assert_int_equal(skipped, 2);
+	/* a newer measurement in the table is kept over the file's; --replace takes the file's */
+	json_t *t3 = timing_value(9.0, 9.0);
+	assert_int_equal(baseline_cache_put(&b, &key, t3, &d), 0);
+	assert_int_equal(baseline_cache_import(&b, exported, false, &added, &skipped, &d), 0);
+	assert_int_equal(baseline_cache_get(&b, &key, &got, &d), 0);
+	assert_true(json_equal(got, t3));
+	json_decref(got);
+	assert_int_equal(baseline_cache_import(&b, exported, true, &added, &skipped, &d), 0);
+	assert_int_equal(added, 2);
+	assert_int_equal(baseline_cache_get(&b, &key, &got, &d), 0);
+	assert_true(json_equal(got, t1));
+	json_decref(got);
+
+	/* a bad line: nothing of the file is imported, the message names the line */
+	mem = open_memstream(&text, &len);
+	assert_int_equal(baseline_cache_export(&a, mem, &n, &d), 0);
+	assert_int_equal(fclose(mem), 0);
+	assert_int_equal(ca_path_join(bad, sizeof bad, tmpdir, "bad.jsonl"), 0);
+	{
+		char *body = malloc(len + 256);
+		assert_non_null(body);
+		snprintf(body, len + 256, "%s\n{\"task_hash\": \"x\"}\n", text);
+		write_file(bad, body);
+		free(body);
+	}
+	baseline_cache_close(&b);
+	assert_int_equal(ca_path_join(other, sizeof other, tmpdir, "third.sqlite"), 0);
+	assert_int_equal(baseline_cache_open(&b, other, &d), 0);
+	assert_int_equal(baseline_cache_import(&b, bad, false, &added, &skipped, &d),
+			 CA_ERR_INVALID);
+	assert_non_null(strstr(d.msg, "bad.jsonl:4"));
+	assert_non_null(strstr(d.msg, "gpu_name"));
+	assert_int_equal(baseline_cache_get(&b, &key, &got, &d), CA_ERR_NOTFOUND);
+	write_file(bad, "{\"task_hash\": \"h\", \"gpu_name\": \"g\", \"torch_version\": \"t\", "
+			"\"protocol_version\": 3, \"measured_at\": 1, \"timing\": {}, \"x\": 1}\n");
+	assert_int_equal(baseline_cache_import(&b, bad, false, &added, &skipped, &d),
+			 CA_ERR_INVALID);
+	assert_non_null(strstr(d.msg, "unknown key 'x'"));
+	write_file(bad, "not json\n");
+	assert_int_equal(baseline_cache_import(&b, bad, false, &added, &skipped, &d),
+			 CA_ERR_PARSE);
+	assert_non_null(strstr(d.msg, "bad.jsonl:1: not JSON"));
+	free(text);
+	json_decref(t1);
+	json_decref(t2);
+	json_decref(t3);
+	baseline_cache_close(&a);
+	baseline_cache_close(&b);
+}
+
+static void test_entry_checks(void **state)
+{
+	(void)state;
+	struct baseline_entry e;
+	struct ca_diag d;
+	static const char *const bad[] = {
+		"[]",
+		"{\"task_hash\": \"\", \"gpu_name\": \"g\", \"torch_version\": \"t\", "
+		"\"protocol_version\": 3, \"measured_at\": 1, \"timing\": {}}",
+		"{\"task_hash\": \"h\\u0001\", \"gpu_name\": \"g\", \"torch_version\": \"t\", "
+		"\"protocol_version\": 3, \"measured_at\": 1, \"timing\": {}}",
+		"{\"task_hash\": \"h\", \"gpu_name\": \"g\", \"torch_version\": \"t\", "
+		"\"protocol_version\": 0, \"measured_at\": 1, \"timing\": {}}",
+		"{\"task_hash\": \"h\", \"gpu_name\": \"g\", \"torch_version\": \"t\", "
+		"\"protocol_version\": 3, \"measured_at\": -1, \"timing\": {}}",
+		"{\"task_hash\": \"h\", \"gpu_name\": \"g\", \"torch_version\": \"t\", "
+		"\"protocol_version\": 3, \"measured_at\": 1, \"timing\": []}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		json_t *j = json_loads(bad[i], 0, NULL);
+		assert_non_null(j);
+		assert_int_equal(baseline_entry_from_json(j, &e, &d), CA_ERR_INVALID);
+		json_decref(j);
+	}
+	json_t *ok = json_loads("{\"task_hash\": \"h\", \"gpu_name\": \"NVIDIA H200\", "
+				"\"torch_version\": \"2.11\", \"protocol_version\": 3, "
+				"\"measured_at\": 1.5, \"timing\": {\"eager\": {}}}",
+				0, NULL);
+	assert_int_equal(baseline_entry_from_json(ok, &e, &d), 0);
+	assert_string_equal(e.gpu_name, "NVIDIA H200");
+	assert_int_equal(e.protocol_version, 3);
+	assert_true(e.measured_at == 1.5 && json_is_object(e.timing));
+	json_decref(ok);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -288,6 +419,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_persistence_and_two_handles, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_entry_and_bad_path, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_path, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_export_import, setup, teardown),
+		cmocka_unit_test(test_entry_checks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
