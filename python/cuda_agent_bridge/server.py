@@ -615,8 +615,37 @@ def op_bench_open(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
             first[i] = v
         fn = _compiled(ctx, built, first)
         result["compile_seconds"] = built.compile_seconds
+    result["settings"] = baseline_settings(str(mode))
     ctx.bench = Bench(task, built, str(mode), fn, templates)
     return result
+
+
+def baseline_settings(mode: str) -> dict[str, object]:
+    """What a baseline's number depends on besides the GPU: torch (and for compile, inductor's
+    settings and Triton's version), TF32 and cuDNN's autotuning."""
+    out: dict[str, object] = {
+        "torch": torch.__version__,
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }
+    if mode == "compile":
+        import torch._inductor.config as inductor
+
+        settings: dict[str, object] = {key: getattr(inductor, key, None) for key in (
+            "max_autotune", "max_autotune_gemm", "coordinate_descent_tuning", "freezing",
+            "epilogue_fusion", "shape_padding")}
+        settings["triton.cudagraphs"] = getattr(inductor.triton, "cudagraphs", None)
+        out["compile_mode"] = "default"
+        out["inductor"] = settings
+        try:
+            import triton  # type: ignore[import-untyped]  # only with CUDA builds of torch
+
+            out["triton"] = str(triton.__version__)
+        except ImportError:
+            out["triton"] = None
+    return out
 
 
 def op_bench_empty(ctx: Context, req: dict[str, Any]) -> dict[str, object]:

@@ -119,12 +119,15 @@ def test_gpu_slots_calls_and_checks(tmp_path: Path, gpu_bridge: Bridge) -> None:
             run.close()
         # The baselines on the same slots
         empties = [gpu_bridge.ok("bench_empty", input=0)["ev_ms"] for _ in range(10)]
-        assert gpu_bridge.ok("bench_open", task_dir=str(task), model_seed=3, mode="eager") == {}
+        opened = gpu_bridge.ok("bench_open", task_dir=str(task), model_seed=3, mode="eager")
+        assert opened["settings"]["torch"] == torch.__version__
         eager = [gpu_bridge.ok("bench_call", input=r % 3, scalars=[[1, 2.0]])["ev_ms"]
                  for r in range(10)]
         opened = gpu_bridge.ok("bench_open", timeout=600, task_dir=str(task), model_seed=3,
                                mode="compile")
         assert opened["compile_seconds"] > 0
+        assert opened["settings"]["compile_mode"] == "default"
+        assert opened["settings"]["inductor"]["max_autotune"] is False
         compiled = [gpu_bridge.ok("bench_call", input=r % 3, scalars=[[1, 2.0]])["ev_ms"]
                     for r in range(10)]
         print(f"bench: empty {statistics.median(empties):.4f} ms, eager "

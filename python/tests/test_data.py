@@ -390,7 +390,9 @@ def test_bench_calls_time_the_eager_model(bridge: Bridge, tmp_path: Path,
     assert all(isinstance(e, float) and 0 <= e < 2000 for e in empties), empties
     error = bridge.error("bench_call", input=0, scalars=[[1, 0.0]])
     assert "no baseline open" in error["message"], error
-    assert bridge.ok("bench_open", task_dir=str(task), model_seed=0, mode="eager") == {}
+    settings = bridge.ok("bench_open", task_dir=str(task), model_seed=0, mode="eager")["settings"]
+    assert settings["torch"] == torch.__version__ and settings["tf32_matmul"] is False
+    assert "inductor" not in settings  # eager depends on no compiler setting
     for r, seconds in ((0, 0.02), (1, 0.0), (0, 0.05)):
         ev_ms = bridge.ok("bench_call", input=r, scalars=[[1, seconds]])["ev_ms"]
         assert seconds * 1e3 <= ev_ms < seconds * 1e3 + 2000, (seconds, ev_ms)  # a busy host

@@ -196,7 +196,7 @@ static json_t *time_baseline(struct run *r, const char *mode, double *compile_s)
 	struct loop L;
 	struct loop_result res;
 	struct loop_fail f = {0};
-	json_t *req, *ans = NULL, *out = NULL;
+	json_t *req, *ans = NULL, *out = NULL, *settings = NULL;
 	int rc;
 
 	*compile_s = -1;
@@ -220,6 +220,7 @@ static json_t *time_baseline(struct run *r, const char *mode, double *compile_s)
 	}
 	if (json_is_number(json_object_get(ans, "compile_seconds")))
 		*compile_s = json_number_value(json_object_get(ans, "compile_seconds"));
+	settings = json_incref(json_object_get(ans, "settings"));
 	json_decref(ans);
 	memset(&L, 0, sizeof L);
 	L.ops = (struct loop_ops){.ctx = &b, .prepare = bench_prepare, .send = bench_send,
@@ -239,7 +240,13 @@ static json_t *time_baseline(struct run *r, const char *mode, double *compile_s)
 		out = timing_summary(&res, &L.cal, r->data.flush_bytes);
 		if (*compile_s >= 0)
 			json_object_set_new(out, "compile_seconds", json_real(*compile_s));
+		/* what makes the number comparable: the bridge's settings, the GPU as measured */
+		if (json_is_object(settings))
+			json_object_set(out, "settings", settings);
+		if (r->env_gpu)
+			json_object_set(out, "gpu", r->env_gpu);
 	}
+	json_decref(settings);
 	loop_result_free(&res);
 	req = json_object();
 	ans = NULL;

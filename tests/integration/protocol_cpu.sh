@@ -26,6 +26,7 @@ cp "$tmp/honest" "$tmp/out"
 field "honest: correct, timed, decided by the sample rule" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["timing"]["candidate"]["samples"] >= 10 and (lambda t: abs(t["median_ms"] - (t["claims_median_ms"] if t["bound"] == "claims" else t["outside_ms"] - t["tol_ms"])) < 1e-9 and t["median_ms"] >= t["claims_median_ms"])(r["timing"]["candidate"])'
 field "honest: special, spot and final checks all passed" 'r["timing"]["checks"]["special"] == 2 and r["timing"]["checks"]["spot"] >= 1 and r["timing"]["checks"]["final"] is True and r["timing"]["checks"]["failed"] == 0'
 field "honest: calibrated before load, both baselines through the loop" 'r["timing"]["candidate"]["window_overhead_ms"] > 0 and r["timing"]["eager"]["samples"] >= 10 and r["timing"]["compile"]["samples"] >= 10'
+field "baselines record what they depend on" 'r["timing"]["eager"]["settings"]["torch"] and "inductor" not in r["timing"]["eager"]["settings"] and r["timing"]["compile"]["settings"]["compile_mode"] == "default" and "max_autotune" in r["timing"]["compile"]["settings"]["inductor"]'
 field "honest: five trials, the isolation report" 'len(r["trials"]) == 5 and all(t["ok"] for t in r["trials"]) and r["isolation"]["separate_process"] is True'
 cp "$tmp/skip" "$tmp/out"
 field "skipping after the first calls: caught by a check placed after a call" 'r["reason"]["code"] in ("hack.inconsistent_output", "hack.final_mismatch") and r["reward"] == -1 and r["correct"] is False'
