@@ -315,8 +315,8 @@ class TaskStore:
         self.device = device
         self._modules: OrderedDict[tuple[str, str], types.ModuleType] = OrderedDict()
         self._models: OrderedDict[tuple[str, int, str, str, bool], Built] = OrderedDict()
-        self._structures: OrderedDict[tuple[str, str], list[Structure | None]] = OrderedDict()
-        self._degeneracy: OrderedDict[tuple[str, str], Degeneracy | None] = OrderedDict()
+        self._surveys: OrderedDict[
+            tuple[str, str], tuple[list[Structure | None], Degeneracy | None]] = OrderedDict()
         self._counter = itertools.count()
 
     def load(self, task_dir: str) -> Task:
@@ -439,62 +439,72 @@ class TaskStore:
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         return Built(model, state)
 
-    def degeneracy(self, task: Task) -> Degeneracy | None:
-        """Whether the task's reference outputs are degenerate (degenerate.Judge over the
-        structure draws, each under its own fixed model seed, with the task's tolerance); when
-        they are and the model has floating-point parameters, the same with those parameters
-        perturbed, and ``params_perturbed``: every model is then built perturbed. Cached per
-        task version."""
-        key = (task.task_dir, task.digest)
-        if key not in self._degeneracy:
-            found = None
-            try:  # a task that cannot run says so where it runs (describe, check, bench)
-                atol, rtol = read_tolerance(task.task_dir)
-                found = self._judge(task, False, atol, rtol)
-                if found is not None and any(
-                        p.is_floating_point() for p in
-                        self.build(task, DEGENERACY_MODEL_SEED, False).model.parameters()):
-                    after = self._judge(task, True, atol, rtol)
-                    found = replace(found, params_perturbed=True,
-                                    after=None if after is None else after.kind)
-            except BridgeError:
-                pass  # unknown: nothing changes (with perturbed parameters failing, they stay off)
-            self._degeneracy[key] = found
-            while len(self._degeneracy) > MAX_MODULES:
-                self._degeneracy.popitem(last=False)
-        self._degeneracy.move_to_end(key)
-        return self._degeneracy[key]
-
-    def _judge(self, task: Task, perturb: bool, atol: float, rtol: float) -> Degeneracy | None:
-        """Each draw with its own model seed, as verification's trials have: a constant that
-        depends on the parameters is not one a kernel can hard-code."""
-        judge = Judge(atol, rtol)
-        for k, s in enumerate(STRUCTURE_SEEDS):
-            built = self.build(task, DEGENERACY_MODEL_SEED + k, perturb)
-            built.reset()
-            made = self.inputs(task, s, files=False)
-            judge.add(forward(task, built.model, made.fresh_call()))
-            built.reset()
-            del made
-        return judge.result()
-
     def structure(self, task: Task) -> list[Structure | None]:
         """What get_inputs() guarantees about each argument (structure.detect over draws under
-        fixed seeds: the same for every process that asks), cached per task version."""
+        fixed seeds: the same for every process that asks); see ``_survey``."""
+        return self._survey(task)[0]
+
+    def degeneracy(self, task: Task) -> Degeneracy | None:
+        """Whether the task's reference outputs are degenerate, and whether its models are then
+        built with perturbed parameters (``params_perturbed``); see ``_survey``. None also when
+        the task cannot run: that is said where it runs (describe, check, bench)."""
+        try:
+            return self._survey(task)[1]
+        except BridgeError:
+            return None
+
+    def _survey(self, task: Task) -> tuple[list[Structure | None], Degeneracy | None]:
+        """One pass over the structure draws (STRUCTURE_SEEDS), cached per task version: each
+        draw's corners (structure.probe) for ``structure``, and its reference output under its
+        own fixed model seed for degenerate.Judge, with the task's tolerance. A degenerate task
+        whose model has floating-point parameters is judged again with them perturbed (new
+        draws), and is then verified with perturbed parameters. Models here are built outside
+        the model cache, which must keep the evaluation's (and their compiled forms)."""
         key = (task.task_dir, task.digest)
-        if key not in self._structures:
+        if key not in self._surveys:
+            atol, rtol = read_tolerance(task.task_dir)
+            judge: Judge | None = Judge(atol, rtol)
             probes: list[list[object]] = []
             scalar: list[bool] = []
-            for s in STRUCTURE_SEEDS:  # one draw at a time: only its corners are kept
+            has_params = False
+            for k, s in enumerate(STRUCTURE_SEEDS):  # one draw at a time: only corners kept
                 made = self.inputs(task, s, files=False)
                 probes.append([probe(t) for t in made.files])
                 scalar = made.scalar
+                if judge is not None:
+                    try:
+                        model = self._construct(task, DEGENERACY_MODEL_SEED + k, False).model
+                        has_params = has_params or any(
+                            p.is_floating_point() for p in model.parameters())
+                        judge.add(forward(task, model, made.fresh_call()))
+                    except BridgeError:
+                        judge = None  # a task that cannot run: nothing to say about it
                 del made
-            self._structures[key] = detect(probes, scalar)
-            while len(self._structures) > MAX_MODULES:
-                self._structures.popitem(last=False)
-        self._structures.move_to_end(key)
-        return self._structures[key]
+            found = None if judge is None else judge.result()
+            if found is not None and has_params:
+                try:
+                    after = self._judge_perturbed(task, atol, rtol)
+                    found = replace(found, params_perturbed=True,
+                                    after=None if after is None else after.kind)
+                except BridgeError:
+                    pass  # fails only with perturbed parameters: they stay off
+            self._surveys[key] = (detect(probes, scalar), found)
+            while len(self._surveys) > MAX_MODULES:
+                self._surveys.popitem(last=False)
+        self._surveys.move_to_end(key)
+        return self._surveys[key]
+
+    def _judge_perturbed(self, task: Task, atol: float, rtol: float) -> Degeneracy | None:
+        """Judge over the draws with each model's parameters perturbed under its own model seed,
+        as verification's trials have them: a constant that depends on the parameters is not
+        one a kernel can hard-code."""
+        judge = Judge(atol, rtol)
+        for k, s in enumerate(STRUCTURE_SEEDS):
+            model = self._construct(task, DEGENERACY_MODEL_SEED + k, True).model
+            made = self.inputs(task, s, files=False)
+            judge.add(forward(task, model, made.fresh_call()))
+            del made, model
+        return judge.result()
 
     def inputs(self, task: Task, seed: int, files: bool = True) -> Inputs:
         """get_inputs() under torch.manual_seed(seed), with the bridge's device as the default

@@ -437,12 +437,10 @@ static int step_describe(struct run *r)
 	{ /* a degenerate task (the bridge's verdict, docs/evaluation.md): said, not refused */
 		json_t *deg = json_object_get(res, "degenerate");
 		json_t *task = json_object_get(r->result, "task");
+		const char *msg = json_string_value(json_object_get(deg, "message"));
 		if (json_is_object(deg) && json_is_object(task)) {
 			json_object_set(task, "degenerate", deg);
-			ca_log_warn("task %s: %s", r->task.id,
-				    json_string_value(json_object_get(deg, "message"))
-					    ? json_string_value(json_object_get(deg, "message"))
-					    : "degenerate");
+			ca_log_warn("task %s: %s", r->task.id, msg ? msg : "degenerate");
 		}
 	}
 	json_decref(res);
@@ -942,28 +940,19 @@ static int step_start(struct run *r)
 			   d.msg);
 		return -1;
 	}
-	/* The native worker runs native candidates, and on a GPU their reference process too
-	 * (twin_start) */
-	if (native &&
-	    (find_worker(r, worker, sizeof worker) || !ca_is_file(worker))) {
-		set_reason(r, "env.no_worker",
-			   "the GPU worker %s is not built (build on a machine with nvcc: make)",
-			   worker);
-		return -1;
-	}
 	if (!native && !(rt = session_runtime(r, &d))) {
 		set_reason(r, "env.bridge", "cannot use the Python runtime: %s", d.msg);
 		return -1;
 	}
 	if (data_open(r))
 		return -1;
+	/* The native worker runs native candidates, and on a GPU every candidate's reference
+	 * process (twin_start) */
 	bool twin = r->data.dev.kind == DEVICE_CUDA;
-	if (twin && !native &&
-	    (find_worker(r, worker, sizeof worker) || !ca_is_file(worker))) {
+	if ((native || twin) && (find_worker(r, worker, sizeof worker) || !ca_is_file(worker))) {
 		set_reason(r, "env.no_worker",
-			   "the GPU worker %s (the reference process) is not built (build on a "
-			   "machine with nvcc: make)",
-			   worker);
+			   "the GPU worker %s%s is not built (build on a machine with nvcc: make)",
+			   worker, native ? "" : " (the reference process)");
 		return -1;
 	}
 	{
