@@ -163,6 +163,20 @@ class Refusal:
         self._modes = []
 
 
+class Unguarded:
+    """Refusal's shape with nothing refused: forward() under the kernelbench rules, where torch
+    compute is allowed (docs/torch-rules.md, "Rules profiles")."""
+
+    refused: str | None = None
+
+    def __enter__(self) -> Unguarded:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        return None
+
+
 def refused_in(exc: BaseException) -> str | None:
     """The op named by a TorchComputeRefused in exc or its causes/contexts, if any."""
     seen: set[int] = set()

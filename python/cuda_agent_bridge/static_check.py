@@ -9,7 +9,10 @@ compiles candidate code) and returns a ``Verdict``:
 - ``refused`` with ``code`` ``hack.harness_tampering`` (reflection and escape routes, torch
   internals that can switch off the runtime refusal, monkeypatching: refused under every
   profile) or ``hack.torch_compute`` (direct torch compute in code that ``forward()`` can reach:
-  refused under the ``cuda-agent`` profile, allowed under ``kernelbench``);
+  refused under the ``cuda-agent`` profile, allowed under ``kernelbench``, where each such call
+  is a note) or ``hack.fallback`` (``kernelbench`` only, KernelBench's ``code_bypass``: a ``try``
+  statement in code ``forward()`` can reach, or a ``ModelNew`` whose ``forward`` is the one of
+  a class named ``Model`` it inherits);
 - ``invalid`` with ``code`` ``candidate.load_failed`` (unreadable, too large, not Python).
 
 ``check_kernelbench(path)`` and ``check_workdir(directory)`` apply it to a candidate. Findings name
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 PROFILES = ("cuda-agent", "kernelbench")
 TAMPERING = "hack.harness_tampering"
 COMPUTE = "hack.torch_compute"
+FALLBACK = "hack.fallback"  # kernelbench profile: KernelBench's code_bypass category
 LOAD_FAILED = "candidate.load_failed"
 MAX_FILE_BYTES = 4 << 20  # one candidate .py (the recorder reads at most 8 MiB of a file)
 MAX_NODES = 200_000  # AST nodes of one file (honest files have a few thousand)
@@ -187,7 +191,7 @@ class CheckerError(Exception):
 class Finding:
     file: str
     line: int
-    code: str  # TAMPERING or COMPUTE
+    code: str  # TAMPERING, FALLBACK or COMPUTE
     message: str
 
     def text(self) -> str:
@@ -577,6 +581,12 @@ class _Checker:
         bases = [b.id for b in node.bases if isinstance(b, ast.Name)]
         is_function = any(c[-1] == "Function" for b in node.bases for c in self.resolve(b)) or \
             any(isinstance(b, ast.Attribute) and b.attr == "Function" for b in node.bases)
+        if any(c[:2] == ("torch", "Tensor") or c[:3] == ("torch", "_tensor", "Tensor")
+               for b in node.bases for c in self.resolve(b)):
+            self.tamper(node, f"class {node.name}, a torch.Tensor subclass",
+                        "its __torch_function__ and __torch_dispatch__ would run candidate code "
+                        "inside the harness's own work on the outputs; a lazy tensor can defer "
+                        "work past the timed call (KernelBench's lazy_eval check)")
         methods: dict[str, str] = {}
         for item in node.body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -1186,17 +1196,63 @@ class _Checker:
                 reach(d)
         return reached
 
-    def result(self, profile: str) -> list[Finding]:
+    def result(self, profile: str) -> tuple[list[Finding], list[str]]:
+        """The findings that refuse under the profile, and notes on what it allows."""
         out = list(self.findings)
+        ok = self.exempt()
+        live = self.reachable()
+        compute = [f for s, f in self.compute if s is not None and id(s.node) not in ok
+                   and (live is None or id(s.node) in live)]
+        notes: list[str] = []
         if profile == "cuda-agent":
-            ok = self.exempt()
-            live = self.reachable()
-            out += [f for s, f in self.compute if s is not None and id(s.node) not in ok
-                    and (live is None or id(s.node) in live)]
+            out += compute
         else:
-            out = [f for f in out if f.code != COMPUTE]
-        out.sort(key=lambda f: (f.code != TAMPERING, f.line))
-        return out
+            notes = [f"{f.file}:{f.line}: {f.message.split(':')[0]} (allowed under the "
+                     "kernelbench rules)"
+                     for f in [*[f for f in out if f.code == COMPUTE], *compute]]
+            out = [f for f in out if f.code != COMPUTE] + self.bypasses(live)
+        out.sort(key=lambda f: (_SEVERITY[f.code], f.line))
+        return out, notes
+
+    def bypasses(self, live: set[int] | None) -> list[Finding]:
+        """KernelBench's code_bypass: a try statement in a def forward() can reach (an
+        extension call that fails would fall back to other code: a kernel that fails must
+        fail), and a ModelNew whose forward is inherited from a class named Model (the
+        reference's own forward runs)."""
+        found: list[Finding] = []
+        for d in self.defs.values():
+            if live is not None and id(d.node) not in live:
+                continue
+            for n in _own_nodes(d.node):
+                if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+                    found.append(Finding(
+                        self.file, getattr(n, "lineno", 0), FALLBACK,
+                        f"a try statement in {d.name}()"
+                        f"{'' if d.name == 'forward' else ', which forward() can reach'}: "
+                        "under the kernelbench rules a kernel that fails must fail, not fall "
+                        "back to other code (KernelBench's code_bypass check)"))
+                    break
+        owner, seen, todo = None, set(), ["ModelNew"]
+        while todo and owner is None:
+            name = todo.pop(0)
+            cls = self.classes.get(name)
+            if cls is None or name in seen:
+                continue
+            seen.add(name)
+            if "forward" in cls.methods:
+                owner = name
+            todo += cls.bases
+        if owner == "Model":
+            node = next(n for n in self.nodes
+                        if isinstance(n, ast.ClassDef) and n.name == "ModelNew")
+            found.append(Finding(
+                self.file, node.lineno, FALLBACK,
+                "ModelNew's forward() is the one it inherits from class Model: the reference's "
+                "own code would run (KernelBench's code_bypass check, inheritance)"))
+        return found
+
+
+_SEVERITY = {TAMPERING: 0, FALLBACK: 1, COMPUTE: 2}
 
 
 def _own_nodes(fn: ast.AST) -> Iterable[ast.AST]:
@@ -1299,13 +1355,14 @@ def check_source(data: bytes, filename: str, profile: str = "cuda-agent") -> Ver
         return _invalid(f"{filename} nests code more than {MAX_DEPTH} levels deep")
     checker = _Checker(filename, tree, facts())
     checker.run()
-    return _verdict(checker.result(profile), 1)
+    findings, notes = checker.result(profile)
+    return _verdict(findings, 1, notes)
 
 
 def _verdict(findings: list[Finding], files: int, notes: Sequence[str] = ()) -> Verdict:
     if not findings:
         return Verdict("ok", files=files, notes=list(notes))
-    worst = TAMPERING if any(f.code == TAMPERING for f in findings) else COMPUTE
+    worst = min((f.code for f in findings), key=_SEVERITY.__getitem__)
     first = next(f for f in findings if f.code == worst)
     return Verdict("refused", worst, first.text(), findings, list(notes), files)
 

@@ -885,10 +885,28 @@ def build_workdir(directory: str, cache_dir: str, arch: str, jobs: int = 0,
     return report
 
 
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_KERNEL = re.compile(r"\b__global__\b")
+
+
+def defines_kernel(specs: list[dict[str, Any]]) -> bool:
+    """Whether some spec's CUDA sources define a kernel (``__global__`` outside comments):
+    KernelBench's cuda_impl check, which the kernelbench rules require."""
+    for spec in specs:
+        sources = spec.get("cuda_sources") if isinstance(spec, dict) else None
+        if isinstance(sources, str):
+            sources = [sources]
+        for text in sources if isinstance(sources, list) else []:
+            if isinstance(text, str) and _KERNEL.search(_COMMENTS.sub(" ", text)):
+                return True
+    return False
+
+
 def build_inline(specs: list[dict[str, Any]], cache_dir: str, arch: str, jobs: int = 0,
-                 timeout_s: float = 300) -> dict[str, Any]:
+                 timeout_s: float = 300, profile: str = "cuda-agent") -> dict[str, Any]:
     """Builds each load_inline spec into the module of its name; returns the report (its
-    ``modules`` in the order of ``specs``)."""
+    ``modules`` in the order of ``specs``). Under the kernelbench profile the sources must
+    define a CUDA kernel (``defines_kernel``), else ``build.no_sources``."""
     def modules() -> list[_Module]:
         if not isinstance(specs, list):
             raise BuildFailure("build.internal", "specs must be a list")
@@ -901,6 +919,13 @@ def build_inline(specs: list[dict[str, Any]], cache_dir: str, arch: str, jobs: i
                 "calls PyTorch is not a CUDA kernel)")
         if len(specs) > MAX_SPECS:
             raise BuildFailure("build.error", f"{len(specs)} specs (at most {MAX_SPECS})")
+        if profile == "kernelbench" and not defines_kernel(specs):
+            raise BuildFailure(
+                "build.no_sources",
+                "the candidate defines no CUDA kernel: no __global__ function in the "
+                "cuda_sources of its load_inline calls (the kernelbench rules, like "
+                "KernelBench's cuda_impl check, need one; C++ that only calls PyTorch is not a "
+                "CUDA kernel)")
         return [_inline_module(i, s, len(specs)) for i, s in enumerate(specs)]
 
     return _build(modules, cache_dir, arch, jobs, timeout_s)
@@ -935,7 +960,8 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--jobs", type=int, default=0, help="parallel compilers (0: CPU count)")
         s.add_argument("--timeout", type=float, default=300.0, help="seconds for the build")
         s.add_argument("--profile", default="cuda-agent", choices=("cuda-agent", "kernelbench"),
-                       help="rules profile of the workdir's static check (docs/torch-rules.md)")
+                       help="rules profile (docs/torch-rules.md): the workdir's static check; "
+                       "kernelbench needs a __global__ kernel in inline sources")
     return p
 
 
@@ -959,7 +985,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BuildFailure as exc:
             report = _report(exc.status, exc.message, start, args.arch)
         else:
-            report = build_inline(specs, args.cache, args.arch, args.jobs, args.timeout)
+            report = build_inline(specs, args.cache, args.arch, args.jobs, args.timeout,
+                                  args.profile)
     out.write(json.dumps(report) + "\n")
     out.flush()
     return 0

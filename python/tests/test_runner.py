@@ -337,6 +337,86 @@ def test_different_parameter_names_are_fatal_at_load(tmp_path: Path, task: Path,
         run.close()
 
 
+# KernelBench's convention: the parameter's name differs, and forward() computes with torch.
+KB_RENAMED_TORCH = '''
+import torch
+from torch import nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("table", torch.arange(4.0))   # ModelNew's own, before the weight
+        self.offset = nn.Parameter(torch.empty(n))
+
+    def forward(self, x, scale):
+        return torch.relu(x) * scale + self.offset + self.table.sum() * 0
+'''
+KB_WRONG_SHAPE = RENAMED.replace("torch.empty(n)", "torch.empty(n + 1)")
+SUBCLASS_OUT = candidate("return relu_scale_bias(x.contiguous(), scale, "
+                         "self.bias).as_subclass(Lazy)",
+                         head="class Lazy(torch.Tensor):\n    pass\n")
+
+
+def test_kernelbench_rules_match_parameters_by_order_and_allow_torch(
+        tmp_path: Path, task: Path, slots: TestSlots) -> None:
+    """Under the kernelbench rules a renamed parameter receives the reference's value by order
+    and shape (ModelNew's own buffers keep theirs) and torch compute in forward() is allowed;
+    the same file under the cuda-agent rules is refused at load."""
+    bias = set_params(slots, 1)
+    x = fill(slots, 0, 3)
+    run = Runner(write_plan(tmp_path, task, slots, KB_RENAMED_TORCH, rules="kernelbench"),
+                 pass_fds=slots.fds())
+    try:
+        run.start()
+        for scale in (1.0, 2.5):
+            slots.poison()
+            ev = run.command("call", input=0, scalars=[[1, scale]])
+            assert ev["event"] == "called", (ev, run.stderr())
+            torch.testing.assert_close(output(slots), expected(x, scale, bias))
+        assert run.quit() == 0
+    finally:
+        run.close()
+    for rules, source, code, words in (
+            ("cuda-agent", KB_RENAMED_TORCH, "candidate.params_mismatch", "missing bias"),
+            ("kernelbench", KB_WRONG_SHAPE, "candidate.params_mismatch", "kernelbench rules")):
+        root = tmp_path / f"{rules}-{code}"
+        root.mkdir()
+        run = Runner(write_plan(root, task, slots, source, rules=rules), pass_fds=slots.fds())
+        try:
+            assert run.event()["event"] == "device"  # type: ignore[index]
+            err = run.command("load")
+            assert err["event"] == "error" and err["code"] == code, err
+            assert words in err["message"], err
+        finally:
+            run.close()
+
+
+def test_tensor_subclass_outputs_are_tampering(tmp_path: Path, task: Path,
+                                               slots: TestSlots) -> None:
+    set_params(slots, 1)
+    fill(slots, 0, 3)
+    run = Runner(write_plan(tmp_path, task, slots, SUBCLASS_OUT), pass_fds=slots.fds())
+    try:
+        run.start()
+        ev = run.command("call", input=0, scalars=[[1, 2.0]])
+        assert ev["event"] == "failed" and ev["code"] == "hack.harness_tampering", ev
+        assert "Lazy" in ev["message"] and "subclass" in ev["message"]
+        assert run.quit() == 0
+    finally:
+        run.close()
+
+
+def test_bad_rules_in_the_plan_are_a_bad_plan(tmp_path: Path, task: Path,
+                                              slots: TestSlots) -> None:
+    run = Runner(write_plan(tmp_path, task, slots, PURE, rules="lenient"), pass_fds=slots.fds())
+    try:
+        events, rc = run.finish()
+        assert rc != 0 and any(e.get("code") == "worker.bad_plan" and "rules" in e["message"]
+                               for e in events), (events, run.stderr())
+    finally:
+        run.close()
+
+
 def test_bad_plan_and_missing_candidate(tmp_path: Path, task: Path, slots: TestSlots) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"version": 2, "candidate": {"format": "onnx", "path": "x"}}))

@@ -371,12 +371,12 @@ ROUTES: list[tuple[str, str, str, int, str]] = [
     ("dunder_match", "match 1:\n    case x as __name__:\n        pass\n", T, 4,
      "binding __name__"),
     ("torch_function_def", """
-     class T2(torch.Tensor):
+     class T2:
          def __torch_function__(self, func, types, args=(), kwargs=None):
              return func(*args)
      """, T, 5, "defining __torch_function__"),
     ("torch_function_attr", """
-     class T3(torch.Tensor):
+     class T3(nn.Module):
          __torch_function__ = None
      """, T, 5, "assigning __torch_function__"),
     ("getattribute_def", """
@@ -563,7 +563,98 @@ def test_kernelbench_profile_allows_torch_compute(route: tuple[str, str, str, in
 @pytest.mark.parametrize("route", [r for r in ROUTES if r[2] == T], ids=lambda r: r[0])
 def test_kernelbench_profile_still_refuses_tampering(route: tuple[str, str, str, int, str]) -> None:
     v = check(route[1], profile="kernelbench")
-    assert v.status == "refused" and v.code == T and all(f.code == T for f in v.findings)
+    assert v.status == "refused" and v.code == T and all(f.code != C for f in v.findings)
+
+
+F_ = sc.FALLBACK
+BYPASSES = [
+    ("try_in_forward", """
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            try:
+                return ext.fast(x)
+            except RuntimeError:
+                return torch.relu(x)
+    """, 7, "a try statement in forward():"),
+    ("try_in_helper", """
+    def run(x):
+        try:
+            return ext.fast(x)
+        finally:
+            pass
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return run(x)
+    """, 6, "a try statement in run(), which forward() can reach"),
+    ("inherited_forward", """
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.relu(x)
+    class ModelNew(Model):
+        pass
+    """, 8, "inherits from class Model"),
+    ("inherited_through_a_base", """
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.relu(x)
+    class Base(Model):
+        def helper(self):
+            return 1
+    class ModelNew(Base):
+        def __init__(self):
+            super().__init__()
+    """, 11, "inherits from class Model"),
+]
+
+
+@pytest.mark.parametrize("case", BYPASSES, ids=[b[0] for b in BYPASSES])
+def test_kernelbench_profile_refuses_code_bypass(case: tuple[str, str, int, str]) -> None:
+    """KernelBench's code_bypass category: a fallback route forward() can take, or the
+    reference's own forward inherited. The cuda-agent rules need no such check: the torch a
+    fallback would run is refused there (hack.torch_compute, or ok when no torch is reached)."""
+    _, src, line, text = case
+    v = check(src, profile="kernelbench", head=HEAD + "ext = None\n")
+    assert v.status == "refused" and v.code == F_, v
+    assert (v.findings[0].line, v.findings[0].code) == (line, F_), [f.text() for f in v.findings]
+    assert text in v.findings[0].message
+    assert check(src, head=HEAD + "ext = None\n").code in ("", C)
+
+
+def test_kernelbench_profile_allows_try_outside_forward_and_notes_torch_compute() -> None:
+    v = check("""
+    try:
+        import numpy
+    except ImportError:
+        numpy = None
+    def unused(x):
+        try:
+            return x
+        except Exception:
+            return None
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.relu(x)
+    class ModelNew(Model):
+        def forward(self, x):
+            return torch.sigmoid(x)
+    """, profile="kernelbench")
+    assert v.status == "ok", v
+    assert any("torch.sigmoid()" in n and "allowed under the kernelbench rules" in n
+               for n in v.notes), v.notes
+
+
+@pytest.mark.parametrize("base", ["torch.Tensor", "Tensor", "torch._tensor.Tensor"])
+@pytest.mark.parametrize("profile", sc.PROFILES)
+def test_tensor_subclasses_are_tampering(base: str, profile: str) -> None:
+    v = check(f"""
+    from torch import Tensor
+    class Lazy({base}):
+        pass
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return x
+    """, profile=profile)
+    assert v.code == T and "torch.Tensor subclass" in v.message, v
 
 
 def test_tampering_wins_over_compute_and_every_finding_is_listed() -> None:

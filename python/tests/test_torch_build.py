@@ -301,6 +301,28 @@ def test_inline_no_sources(cache: Path) -> None:
     assert r["status"] == "build.no_sources", r
 
 
+@pytest.mark.parametrize("cuda,has", [
+    (["__global__ void k(float *x) { x[0] = 1; }"], True),
+    ("template <int N> __global__\nvoid k() {}", True),
+    (["// __global__ void k() {}\nint f() { return 1; }"], False),
+    (["/* __global__\n */ int f();", "int g();"], False),
+    (["void my__global__thing();"], False),
+    ([], False),
+])
+def test_defines_kernel_is_kernelbenchs_cuda_impl(cuda: Any, has: bool) -> None:
+    assert tb.defines_kernel([{"name": "m", "cpp_sources": ["int h();"],
+                               "cuda_sources": cuda}]) is has
+
+
+def test_kernelbench_profile_needs_a_kernel(cache: Path) -> None:
+    """C++ that only calls PyTorch builds under cuda-agent (its symbols are judged later) but is
+    no CUDA kernel under kernelbench; the message says so."""
+    spec = light_spec("no_kernel")
+    r = tb.build_inline([spec], str(cache), ARCH, profile="kernelbench")
+    assert r["status"] == "build.no_sources" and "no CUDA kernel" in r["message"], r
+    assert "__global__" in r["message"]
+
+
 @pytest.mark.parametrize("flags", [
     {"extra_cflags": ["-wrapper", "/bin/sh,-c,touch {marker}"]},
     {"extra_cflags": ["-wrapper /bin/sh,-c,touch {marker}"]},  # split like torch's ninja file

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/kb_runs.h"
 #include "bench/results_db.h"
 #include "protocol/protocol.h"
 #include "report/report.h"
@@ -46,6 +47,7 @@ struct run {
 	size_t n, cap;
 	char settings_fp[CA_HASH_HEX_LEN + 1];
 	char self_exe[PATH_MAX];
+	json_t *kb_results;     /* KernelBench's eval_results.json, or NULL */
 	/* the compile pool */
 	pthread_mutex_t lock;
 	pthread_cond_t ready;
@@ -253,7 +255,8 @@ static int hash_tree(struct ca_hasher *h, const char *dir, const char *rel, int 
 
 /* The candidate is what its format builds from (torch_candidate.h): a native candidate's
  * kernels/ tree, a workdir's whole tree, a KernelBench file's bytes. For a task key K the
- * candidate is candidates_dir/K, or candidates_dir/K.py (a KernelBench file). */
+ * candidate is candidates_dir/K, or candidates_dir/K.py, or the file of KernelBench's runs layout
+ * (kb_run_candidate). */
 static int candidate_fingerprint(const struct run *r, struct item *it, struct ca_diag *d)
 {
 	char path[PATH_MAX], resolved[PATH_MAX], py[PATH_MAX];
@@ -263,8 +266,9 @@ static int candidate_fingerprint(const struct run *r, struct item *it, struct ca
 	size_t files = 0, bytes = 0;
 	int rc;
 
-	if (!ca_is_dir(it->cand_dir) && snprintf(py, sizeof py, "%s.py", it->cand_dir) <
-						    (int)sizeof py && ca_is_file(py)) {
+	if (!ca_is_dir(it->cand_dir) &&
+	    ((snprintf(py, sizeof py, "%s.py", it->cand_dir) < (int)sizeof py && ca_is_file(py)) ||
+	     kb_run_candidate(r->o->candidates_dir, it->key, r->o->sample, py, sizeof py) == 0)) {
 		char *dup = strdup(py);
 		if (!dup)
 			return ca_fail(d, CA_ERR_NOMEM, "out of memory");
@@ -306,16 +310,28 @@ static void settings_fingerprint(const struct bench_opts *o, char out[CA_HASH_HE
 	const struct eval_protocol *p = &o->eval.protocol;
 	snprintf(text, sizeof text,
 		 "protocol=%d;trials=%d;rotation=%d;budget=%.6g;rse=%.6g;min=%d;max=%d;checks=%d;"
-		 "flush=%.6g;perturb=%.6g;arch=%s;sandbox=%d;device=%s",
+		 "flush=%.6g;perturb=%.6g;arch=%s;sandbox=%d;device=%s;rules=%s",
 		 CA_PROTOCOL_VERSION, p->trials, p->rotation_sets, p->timing.budget_s,
 		 p->timing.target_rse, p->timing.min_samples, p->timing.max_samples,
 		 p->timing.checks, p->timing.l2_flush_factor, p->timing.perturb_scale,
 		 o->eval.arch ? o->eval.arch : "", (int)o->eval.sandbox,
-		 o->device ? o->device : "auto");
+		 o->device ? o->device : "auto",
+		 o->eval.rules_by_format ? "by-format" : torch_profile_name(o->eval.rules));
 	ca_hash_hex(text, strlen(text), out);
 }
 
 /* ---- the compile pool ---------------------------------------------------------------------- */
+
+/* The rules a candidate is compiled under: --rules, else kernelbench for a KernelBench file
+ * (candidate_fingerprint has resolved K to K.py) and cuda-agent for the other formats. */
+static enum torch_profile bench_rules(const struct bench_opts *o, const char *cand)
+{
+	size_t n = strlen(cand);
+	if (!o->eval.rules_by_format)
+		return o->eval.rules;
+	return n > 3 && strcmp(cand + n - 3, ".py") == 0 ? TORCH_PROFILE_KERNELBENCH
+							  : TORCH_PROFILE_CUDA_AGENT;
+}
 
 /* Warms the build cache: `cuda-agent compile` of each candidate, ahead of the evaluations. */
 static void *compile_worker(void *arg)
@@ -362,6 +378,8 @@ static void *compile_worker(void *arg)
 				argv[a++] = "--python";
 				argv[a++] = r->o->python;
 			}
+			argv[a++] = "--rules";
+			argv[a++] = torch_profile_name(bench_rules(r->o, it->cand_dir));
 			argv[a++] = it->cand_dir;
 			argv[a] = NULL;
 			memset(&res, 0, sizeof res);
@@ -440,6 +458,7 @@ struct collect {
 	struct report *report;
 	FILE *jsonl;
 	struct bench_summary *s;
+	const struct run *r;
 };
 
 static int collect_one(const char *key, json_t *result, void *ctx)
@@ -447,7 +466,11 @@ static int collect_one(const char *key, json_t *result, void *ctx)
 	struct collect *c = ctx;
 	struct ca_diag d = {{0}};
 	char *text;
-	(void)key;
+	if (c->r->kb_results) {
+		json_t *kb = kb_results_lookup(c->r->kb_results, key, c->r->o->sample);
+		if (kb)
+			json_object_set_new(result, "kernelbench_eval", kb);
+	}
 	if (result_passed(result))
 		c->s->passed++;
 	if (!results_reason_final(result_reason(result)))
@@ -468,7 +491,7 @@ static int finish(struct run *r, struct results_db *db, struct bench_summary *s,
 		  struct ca_diag *d)
 {
 	char jsonl[PATH_MAX], tmp[PATH_MAX], html[PATH_MAX], title[PATH_MAX + 64];
-	struct collect c = {.s = s};
+	struct collect c = {.s = s, .r = r};
 	char **keys = malloc((r->n ? r->n : 1) * sizeof *keys);
 	int rc;
 
@@ -560,6 +583,31 @@ static int prepare_items(struct run *r, struct results_db *db, struct bench_summ
 	return 0;
 }
 
+/* KernelBench's eval_results.json: --kernelbench-results, else the one in the candidates'
+ * directory (a KernelBench run directory) when there is one; a found file that does not parse is
+ * skipped with a warning, a named one is an error. */
+static int load_kb_results(struct run *r, struct ca_diag *d)
+{
+	char found[PATH_MAX];
+	const char *path = r->o->kb_results;
+	int rc;
+	if (!path) {
+		if (ca_path_join(found, sizeof found, r->o->candidates_dir, "eval_results.json") ||
+		    !ca_is_file(found))
+			return 0;
+		path = found;
+	}
+	rc = kb_results_load(path, &r->kb_results, d);
+	if (rc && !r->o->kb_results) {
+		ca_log_warn("ignoring %s: %s", path, d->msg);
+		memset(d, 0, sizeof *d);
+		return 0;
+	}
+	if (!rc && !r->o->quiet)
+		fprintf(stderr, "bench: KernelBench's verdicts from %s are shown beside ours\n", path);
+	return rc;
+}
+
 int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_diag *d)
 {
 	struct run r;
@@ -608,6 +656,8 @@ int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_dia
 		}
 		r.self_exe[n] = '\0';
 	}
+	if ((rc = load_kb_results(&r, d)))
+		goto out;
 	if ((rc = scan(&r, o->tasks_dir, "", 0, d)))
 		goto out;
 	if (r.n == 0) {
@@ -764,6 +814,7 @@ out:
 	results_db_close(&db);
 	s->seconds = ca_now() - pg.t0;
 	free_run(&r);
+	json_decref(r.kb_results);
 	pthread_mutex_destroy(&r.lock);
 	pthread_cond_destroy(&r.ready);
 	return rc;

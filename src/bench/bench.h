@@ -3,9 +3,13 @@
  * Tasks: every directory under tasks_dir that holds a model.py (at most BENCH_MAX_DEPTH deep,
  * BENCH_MAX_TASKS of them), keyed by its path relative to tasks_dir ("level1/19_ReLU"), in
  * sorted order. Candidates: candidates_dir/<key> (native, workdir, or a directory holding
- * model_new.py) or candidates_dir/<key>.py (KernelBench), any mix of formats (eval/torch_candidate.h);
- * a task without one is recorded as candidate.missing, so it counts against the pass rate as
- * it should.
+ * model_new.py) or candidates_dir/<key>.py (KernelBench), any mix of formats (eval/torch_candidate.h),
+ * or, for a KernelBench key, the file KernelBench's generation scripts write
+ * (candidates_dir/level_<L>_problem_<P>_sample_<S>_kernel.py: bench/kb_runs.h); a task without one
+ * is recorded as candidate.missing, so it counts against the pass rate as it should. Where
+ * KernelBench's own eval_results.json is given (or found in candidates_dir), each result carries
+ * its verdict as "kernelbench_eval" and the report shows it beside ours. KernelBench files are
+ * judged under the kernelbench rules unless --rules says otherwise.
  *
  * Work: up to `jobs` compile processes (`cuda-agent compile`, the same build cache) run ahead
  * on the CPUs while the evaluations (GPU work) run one at a time in this process, with one warm
@@ -47,6 +51,9 @@ struct bench_opts {
 	const char *python;     /* the bridge's Python (NULL: default) */
 	const char *device;     /* the bridge's device (NULL: auto) */
 	struct eval_opts eval;  /* settings for every evaluation (task and candidate set per task) */
+	int sample;             /* KernelBench runs: the sample_id whose kernel is taken (0) */
+	const char *kb_results; /* KernelBench's eval_results.json to show beside ours (NULL:
+				   candidates_dir/eval_results.json when it exists) */
 };
 
 struct bench_summary {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/kb_runs.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "util/log.h"
@@ -24,6 +25,13 @@ static const char bench_usage[] =
 	"  --jobs N               compile processes (default: the number of CPUs)\n"
 	"  --fresh                evaluate every task again instead of resuming\n"
 	"  --title TEXT           the report's title\n"
+	"  --sample N             KernelBench runs: take level_L_problem_P_sample_N_kernel.py (0)\n"
+	"  --kernelbench-results FILE\n"
+	"                         KernelBench's eval_results.json, shown beside our verdicts\n"
+	"                         (default: CANDIDATES/eval_results.json when it exists)\n"
+	"\n"
+	"KernelBench files (CANDIDATES/<key>.py, or the runs/ layout of KernelBench's scripts)\n"
+	"are judged under --rules kernelbench unless --rules is given; others under cuda-agent.\n"
 	"\n"
 	"evaluation (every task is evaluated as `cuda-agent eval` does)";
 
@@ -45,6 +53,18 @@ static int take_bench_options(int *argc, char **argv, struct bench_opts *b)
 			b->out_dir = v;
 		} else if ((v = cli_option_value(*argc, argv, &i, "--title", &missing))) {
 			b->title = v;
+		} else if ((v = cli_option_value(*argc, argv, &i, "--kernelbench-results",
+						  &missing))) {
+			b->kb_results = v;
+		} else if ((v = cli_option_value(*argc, argv, &i, "--sample", &missing))) {
+			char *end = NULL;
+			long n = strtol(v, &end, 10);
+			if (*end || n < 0 || n > KB_MAX_SAMPLE) {
+				fprintf(stderr, "cuda-agent: --sample takes a number 0-%d\n",
+					KB_MAX_SAMPLE);
+				return EXIT_USAGE;
+			}
+			b->sample = (int)n;
 		} else if ((v = cli_option_value(*argc, argv, &i, "--jobs", &missing))) {
 			char *end = NULL;
 			long n = strtol(v, &end, 10);
@@ -79,6 +99,7 @@ int cmd_bench(int argc, char **argv)
 	b.out_dir = "bench-out";
 	eval_opts_defaults(&c.opts);
 	c.opts.mode = EVAL_FULL;
+	c.opts.rules_by_format = true; /* --rules clears it */
 	if ((rc = take_bench_options(&argc, argv, &b)))
 		return rc;
 	if ((rc = cli_parse_options(&c, argc, argv, bench_usage)))

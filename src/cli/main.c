@@ -55,6 +55,11 @@ static const char options_help[] =
 	"  --refresh-baselines    re-measure eager and torch.compile even if cached\n"
 	"  --keep                 keep the run directory (plan, the candidate's stderr)\n"
 	"  --timeout SECONDS      watchdog for the candidate's process (default 60 + 2 x budget)\n"
+	"  --rules R              acceptance rules: cuda-agent (default: the published rules, no\n"
+	"                         torch compute in forward) or kernelbench (KernelBench's: torch\n"
+	"                         compute allowed, parameters matched by order and shape, no\n"
+	"                         try/except fallback, a __global__ kernel required); PyTorch\n"
+	"                         formats only (docs/torch-rules.md)\n"
 	"  --format F             the candidate's format: auto (default), native (kernels/),\n"
 	"                         workdir (CUDA-Agent: binding.cpp, model_new.py, kernels/) or\n"
 	"                         kernelbench (a .py file defining ModelNew, load_inline)\n"
@@ -120,7 +125,7 @@ int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
 int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_line)
 {
 	enum { O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH,
-	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT };
+	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES };
 	static const struct option longopts[] = {
 		{"task", required_argument, NULL, O_TASK},
 		{"json", no_argument, NULL, O_JSON},
@@ -137,6 +142,7 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_li
 		{"sandbox", no_argument, NULL, O_SANDBOX},
 		{"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
 		{"format", required_argument, NULL, O_FORMAT},
+		{"rules", required_argument, NULL, O_RULES},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -197,6 +203,15 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_li
 				fprintf(stderr, "cuda-agent: %s\n", fd.msg);
 				return EXIT_USAGE;
 			}
+			break;
+		}
+		case O_RULES: {
+			struct ca_diag fd = {{0}};
+			if (torch_profile_parse(optarg, &c->opts.rules, &fd)) {
+				fprintf(stderr, "cuda-agent: --rules: %s\n", fd.msg);
+				return EXIT_USAGE;
+			}
+			c->opts.rules_by_format = false;
 			break;
 		}
 		case O_DEVICE:

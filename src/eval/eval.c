@@ -283,8 +283,8 @@ static int step_build_torch(struct run *r)
 	} else {
 		/* The static check reads the file before any of it runs (the recording below
 		 * imports it, in the sandbox): docs/torch-rules.md */
-		rc = torch_static_check_run(session_python(r->s), r->cand_path, false,
-					    TORCH_PROFILE_CUDA_AGENT, 120.0, &refusal, &d);
+		rc = torch_static_check_run(session_python(r->s), r->cand_path, false, r->rules,
+					    120.0, &refusal, &d);
 		if (rc) {
 			set_reason(r, "build.internal", "the static check could not run: %s", d.msg);
 			json_object_set_new(r->result, "compiled", json_false());
@@ -308,8 +308,8 @@ static int step_build_torch(struct run *r)
 	args[5] = arch;
 	args[6] = NULL;
 	ca_log_info("building %s (%s format)", r->cand_path, candidate_format_name(r->format));
-	rc = torch_build_run_checked(session_python(r->s), args, 900.0, TORCH_PROFILE_CUDA_AGENT,
-				     &r->build, &r->modules, &refusal, &d);
+	rc = torch_build_run_checked(session_python(r->s), args, 900.0, r->rules, &r->build,
+				     &r->modules, &refusal, &d);
 	if (rc) {
 		set_reason(r, "build.internal", "the build could not run: %s", d.msg);
 		json_object_set_new(r->result, "compiled", json_false());
@@ -344,6 +344,16 @@ static int step_build(struct run *r)
 	r->format = fmt;
 	json_object_set_new(json_object_get(r->result, "candidate"), "format",
 			    json_string(candidate_format_name(r->format)));
+	r->rules = r->o->rules_by_format && fmt == CANDIDATE_KERNELBENCH ? TORCH_PROFILE_KERNELBENCH
+									 : r->o->rules;
+	if (r->format == CANDIDATE_NATIVE && r->rules != TORCH_PROFILE_CUDA_AGENT) {
+		set_reason(r, "candidate.missing",
+			   "the %s rules judge PyTorch-format candidates (KernelBench files, "
+			   "CUDA-Agent workdirs); %s is a native candidate, judged under cuda-agent",
+			   torch_profile_name(r->rules), r->o->candidate_dir);
+		return -1;
+	}
+	json_object_set_new(r->result, "rules", json_string(torch_profile_name(r->rules)));
 	if (r->format != CANDIDATE_NATIVE)
 		return step_build_torch(r);
 	if (ca_path_join(kernels, sizeof kernels, r->o->candidate_dir, "kernels")) {
@@ -779,9 +789,10 @@ static int copy_build_outputs(struct run *r, struct ca_diag *d)
 /* The plan's "candidate" object for the PyTorch-format runner (python/cuda_agent_bridge/runner). */
 static json_t *torch_candidate_json(const struct run *r)
 {
-	json_t *c = json_pack("{s:s, s:s, s:s}", "format", candidate_format_name(r->format),
+	json_t *c = json_pack("{s:s, s:s, s:s, s:s}", "format", candidate_format_name(r->format),
 			      "task_dir", r->task.dir, "torch_device",
-			      r->data.dev.kind == DEVICE_CPU ? "cpu" : "cuda");
+			      r->data.dev.kind == DEVICE_CPU ? "cpu" : "cuda", "rules",
+			      torch_profile_name(r->rules));
 	json_object_set_new(c, r->format == CANDIDATE_WORKDIR ? "dir" : "path",
 			    json_string(r->cand_path));
 	if (r->format == CANDIDATE_WORKDIR)
@@ -1081,7 +1092,9 @@ static void step_finish(struct run *r, bool quit)
 			   "the candidate did not finish within the %.0f s watchdog limit and was "
 			   "killed",
 			   r->proc.limit_s);
-	if (!clean && (r->proc.dead || (quit && !r->proc.timed_out && !r->proc.flooded))) {
+	/* A process that named its fatal error (the reason) exits 1: that is no crash. */
+	if (!clean && !r->proc.fatal &&
+	    (r->proc.dead || (quit && !r->proc.timed_out && !r->proc.flooded))) {
 		char tail[1024], how[128];
 		stderr_tail(r->err_path, tail, sizeof tail);
 		ca_run_describe(&fate, how, sizeof how);
@@ -1318,11 +1331,13 @@ static void step_profile_result(struct run *r)
 static json_t *new_result(const struct eval_opts *o)
 {
 	static const char *const modes[] = {"compile", "verify", "profile", "eval"};
-	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s}, s:n, s:n, s:n, s:n, s:{s:s, s:s}}",
+	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s}, s:s, s:n, s:n, s:n, s:n, "
+			 "s:{s:s, s:s}}",
 			 "schema", CA_RESULT_SCHEMA, "mode", modes[o->mode], "task", "dir",
 			 o->task_dir ? o->task_dir : "", "candidate", "format", "native", "dir",
-			 o->candidate_dir ? o->candidate_dir : "", "reward", "reward_continuous",
-			 "compiled", "correct", "reason", "code", "ok", "message", "");
+			 o->candidate_dir ? o->candidate_dir : "", "rules",
+			 torch_profile_name(o->rules), "reward", "reward_continuous", "compiled",
+			 "correct", "reason", "code", "ok", "message", "");
 }
 
 static void run_free(struct run *r)

@@ -45,6 +45,11 @@ struct eval_opts {
 	int profile_calls;          /* 0: 5 */
 	bool sandbox;               /* run the worker in the sandbox (src/sandbox); default on
 				       (eval_opts_defaults), off when $CUDA_AGENT_SANDBOX=0 */
+	enum torch_profile rules;   /* --rules: what a PyTorch-format candidate may do
+				       (docs/torch-rules.md, "Rules profiles"); default cuda-agent.
+				       Native candidates are judged under cuda-agent only */
+	bool rules_by_format;       /* no --rules given to bench: KernelBench files are judged
+				       under kernelbench, other formats under cuda-agent */
 };
 
 struct eval_session {

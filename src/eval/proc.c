@@ -213,7 +213,7 @@ int cand_proc_wait(struct cand_proc *p, json_t **answer, struct loop_fail *f)
 	rc = cand_proc_judge(cmd, line, &ev, f);
 	free(line);
 	if (ev && strcmp(json_string_value(json_object_get(ev, "event")), WIRE_EV_ERROR) == 0)
-		p->dead = true; /* it exits after a fatal error */
+		p->dead = p->fatal = true; /* it exits after a fatal error */
 	if (rc == 0 && strcmp(json_string_value(json_object_get(ev, "event")), WIRE_EV_DONE) != 0 &&
 	    unasked_output(p)) {
 		loop_fail_set(f, "hack.harness_tampering",

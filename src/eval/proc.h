@@ -38,6 +38,7 @@ struct cand_proc {
 	char err_path[PATH_MAX];
 	const char *cmd;   /* the outstanding command, NULL when none */
 	bool dead;         /* its events channel closed or it could not be stopped */
+	bool fatal;        /* it answered with a fatal `error` event (the reason), then exits */
 	bool timed_out;
 	bool flooded;
 	json_t *device;    /* its `device` event */

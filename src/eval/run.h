@@ -67,6 +67,7 @@ struct run {
 	char dir[PATH_MAX];  /* run directory: plan, stderr, scratch, lib/ */
 	char work[PATH_MAX]; /* the candidate process's writable directory (torch caches) */
 	enum candidate_format format;
+	enum torch_profile rules;   /* the rules that judge it (o->rules, resolved by format) */
 	char cand_path[PATH_MAX];
 	json_t *modules;        /* torch formats: torch_build's modules ({name, key, library}) */
 	json_t *inline_modules; /* kernelbench: spec key -> the run's copy of the module */

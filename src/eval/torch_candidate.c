@@ -223,7 +223,7 @@ static json_t *last_json_line(char *text)
 static bool refusal_code_known(const char *code)
 {
 	return code && (strcmp(code, "hack.harness_tampering") == 0 ||
-			strcmp(code, "hack.torch_compute") == 0 ||
+			strcmp(code, "hack.torch_compute") == 0 || strcmp(code, "hack.fallback") == 0 ||
 			strcmp(code, "candidate.load_failed") == 0);
 }
 

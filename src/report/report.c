@@ -97,6 +97,12 @@ static double positive(const json_t *v)
 
 /* Speed-up against one baseline: its median over the candidate's, else timing.speedup_<name>;
  * 0 when neither is a finite positive number. */
+/* 1 true, 0 false, -1 anything else. */
+static int tristate(const json_t *v)
+{
+	return json_is_boolean(v) ? (json_is_true(v) ? 1 : 0) : -1;
+}
+
 static double speedup(const json_t *timing, const char *baseline, const char *field)
 {
 	double cand = positive(json_object_get(json_object_get(timing, "candidate"), "median_ms"));
@@ -180,6 +186,20 @@ int report_add(struct report *r, const json_t *result, struct ca_diag *d)
 			ca_printable(t.degenerate, json_string_value(kind), sizeof t.degenerate);
 			t.degenerate_held = !json_is_true(json_object_get(deg, "params_perturbed")) ||
 					    json_is_string(json_object_get(deg, "after"));
+		}
+	}
+
+	{
+		const json_t *rules = json_object_get(result, "rules");
+		const json_t *kb = json_object_get(result, "kernelbench_eval");
+		ca_printable(t.rules, json_is_string(rules) ? json_string_value(rules) : "",
+			     sizeof t.rules);
+		if (json_is_object(kb)) {
+			const json_t *rt = json_object_get(kb, "runtime");
+			t.kb = true;
+			t.kb_compiled = tristate(json_object_get(kb, "compiled"));
+			t.kb_correct = tristate(json_object_get(kb, "correctness"));
+			t.kb_runtime_ms = json_is_number(rt) ? json_number_value(rt) : -1.0;
 		}
 	}
 
@@ -377,6 +397,52 @@ static void print_degenerate(const struct report *r, FILE *f)
 	free(order);
 }
 
+static const char *kb_verdict(const struct report_task *t)
+{
+	if (t->kb_compiled == 0)
+		return "not compiled";
+	return t->kb_correct == 1 ? "correct" : t->kb_correct == 0 ? "incorrect" : "no verdict";
+}
+
+/* Our verdict beside KernelBench's own eval, where the results carry it (bench/kb_runs.h). */
+static void print_kernelbench(const struct report *r, FILE *f)
+{
+	size_t *order = NULL, n = 0, differ = 0;
+	for (size_t i = 0; i < r->count; i++)
+		if (r->tasks[i].kb) {
+			n++;
+			differ += r->tasks[i].kb_correct >= 0 &&
+				  r->tasks[i].passed != (r->tasks[i].kb_correct == 1);
+		}
+	if (n == 0)
+		return;
+	fprintf(f, "\nbeside KernelBench's own eval (%zu task%s, %zu where the verdicts differ):\n",
+		n, n == 1 ? "" : "s", differ);
+	if (report_task_order(r, &order) != 0) {
+		fputs("  (out of memory)\n", f);
+		return;
+	}
+	fprintf(f, "  %-40s  %-34s  %s\n", "task", "ours (rules)", "KernelBench");
+	for (size_t k = 0; k < r->count; k++) {
+		const struct report_task *t = &r->tasks[order[k]];
+		char ours[REPORT_REASON_MAX + 64], theirs[64];
+		const char *rules = t->rules[0] ? t->rules : "?";
+		if (!t->kb)
+			continue;
+		if (t->passed && t->s_eager > 0)
+			snprintf(ours, sizeof ours, "correct, %.2fx eager (%s)", t->s_eager, rules);
+		else
+			snprintf(ours, sizeof ours, "%s (%s)", t->passed ? "correct" : t->reason, rules);
+		if (t->kb_runtime_ms >= 0 && t->kb_correct == 1)
+			snprintf(theirs, sizeof theirs, "%s, %.4g ms", kb_verdict(t), t->kb_runtime_ms);
+		else
+			snprintf(theirs, sizeof theirs, "%s", kb_verdict(t));
+		fprintf(f, "  %-40s  %-34s  %s%s\n", t->id, ours, theirs,
+			t->kb_correct >= 0 && t->passed != (t->kb_correct == 1) ? "  <- differ" : "");
+	}
+	free(order);
+}
+
 void report_print(const struct report *r, FILE *f)
 {
 	static const char *const head[] = {"level", "tasks", "pass %", "faster than eager %",
@@ -421,6 +487,7 @@ void report_print(const struct report *r, FILE *f)
 		r->count, r->results, r->replaced);
 	free(rows);
 	print_degenerate(r, f);
+	print_kernelbench(r, f);
 }
 
 /* ---- JSON ----------------------------------------------------------------------------------- */
@@ -428,6 +495,40 @@ void report_print(const struct report *r, FILE *f)
 static json_t *rate(size_t k, size_t n)
 {
 	return n ? json_real((double)k / (double)n) : json_null();
+}
+
+static json_t *tristate_json(int v)
+{
+	return v < 0 ? json_null() : json_boolean(v == 1);
+}
+
+/* [{"id", "ours": {"correct", "reason", "rules", "speedup_eager"}, "kernelbench": {"compiled",
+ * "correctness", "runtime_ms"}, "differ"}] for the tasks whose results carry KernelBench's
+ * verdict, in task order. */
+static json_t *kernelbench_json(const struct report *r)
+{
+	json_t *out = json_array();
+	size_t *order = NULL;
+	if (!out || report_task_order(r, &order) != 0)
+		return out;
+	for (size_t k = 0; k < r->count; k++) {
+		const struct report_task *t = &r->tasks[order[k]];
+		if (!t->kb)
+			continue;
+		json_array_append_new(
+			out, json_pack("{s:s, s:{s:b, s:s, s:s, s:o}, s:{s:o, s:o, s:o}, s:b}", "id",
+				       t->id, "ours", "correct", t->passed, "reason", t->reason,
+				       "rules", t->rules, "speedup_eager",
+				       t->s_eager > 0 ? json_real(t->s_eager) : json_null(),
+				       "kernelbench", "compiled", tristate_json(t->kb_compiled),
+				       "correctness", tristate_json(t->kb_correct), "runtime_ms",
+				       t->kb_runtime_ms >= 0 ? json_real(t->kb_runtime_ms)
+							     : json_null(),
+				       "differ",
+				       t->kb_correct >= 0 && t->passed != (t->kb_correct == 1)));
+	}
+	free(order);
+	return out;
 }
 
 static json_t *fast_array(const size_t *counts, size_t tasks)
@@ -495,6 +596,7 @@ json_t *report_json(const struct report *r)
 			free(order);
 		}
 		json_object_set_new(out, "degenerate", deg);
+		json_object_set_new(out, "kernelbench", kernelbench_json(r));
 	}
 	return out;
 }

@@ -20,6 +20,11 @@ struct report_task {
 	char reason[REPORT_REASON_MAX];
 	char degenerate[REPORT_REASON_MAX]; /* task.degenerate.kind, "" when not degenerate */
 	bool degenerate_held;               /* still degenerate with perturbed parameters */
+	char rules[16];                     /* the result's "rules", "" when absent */
+	/* KernelBench's own verdict (the result's "kernelbench_eval": bench/kb_runs.h) */
+	bool kb;                            /* present */
+	int kb_compiled, kb_correct;        /* 1, 0, or -1 when it says nothing */
+	double kb_runtime_ms;               /* < 0: none */
 };
 
 struct report {

@@ -90,4 +90,23 @@ stored=$("$py" -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execut
 run "the interrupted run completes (every result env.no_gpu here: exit 4)" 4 "$cli" bench --device cpu --out "$out2" "$more" "$more_cands"
 out="$out2" jsonl "all 24 tasks have a result" 'len(rs) == 24 and all(r["compiled"] is True for r in rs)'
 
+# KernelBench's own layout: runs/<run_name>/level_<L>_problem_<P>_sample_<S>_kernel.py with its
+# eval_results.json beside them; KernelBench files judged under the kernelbench rules by default.
+kbt="$tmp/kb-tasks" runs="$tmp/runs/my_run" out3="$tmp/out3"
+mkdir -p "$kbt/level1" "$runs"
+cp -r tests/data/protocol_cpu/task "$kbt/level1/7_ReluScaleBias"
+cp -r tests/data/protocol_cpu/task "$kbt/level1/8_ReluScaleBias"
+cp tests/data/protocol_cpu/kb_rules.py "$runs/level_1_problem_7_sample_1_kernel.py"
+cp tests/data/protocol_cpu/operator.py "$runs/level_1_problem_8_sample_1_kernel.py"
+cp tests/data/protocol_cpu/honest.py "$runs/level_1_problem_7_sample_0_kernel.py"
+printf '{"7": [{"sample_id": 0, "compiled": true, "correctness": false, "runtime": -1.0}, {"sample_id": 1, "compiled": true, "correctness": true, "runtime": 0.25}], "8": [{"sample_id": 1, "compiled": true, "correctness": true, "runtime": 0.5}]}\n' >"$runs/eval_results.json"
+CUDA_AGENT_PROTOCOL_CPU=1 run "bench over a KernelBench run directory (sample 1)" 0 "$cli" bench --device cpu --budget 0.3 --trials 2 --sample 1 --out "$out3" "$kbt" "$runs"
+grep -q "KernelBench's verdicts from .*eval_results.json" "$tmp/err" && ok "KernelBench's eval_results.json found in the run directory" || bad "KernelBench's eval_results.json found" "$(head -c 600 "$tmp/err")"
+out="$out3" jsonl "runs layout: sample 1 taken, kernelbench rules, KernelBench's verdict carried" 'len(rs) == 2 and all(r["rules"] == "kernelbench" and r["candidate"]["dir"].endswith("_sample_1_kernel.py") for r in rs) and rs[0]["reason"]["code"] == "ok" and rs[0]["kernelbench_eval"] == {"sample_id": 1, "compiled": True, "correctness": True, "runtime": 0.25} and rs[1]["reason"]["code"] == "build.no_sources"'
+grep -q "beside KernelBench's own eval (2 tasks, 1 where the verdicts differ)" "$tmp/out" && ok "the report puts KernelBench's verdicts beside ours" || bad "the report puts KernelBench's verdicts beside ours" "$(tail -c 800 "$tmp/out")"
+run "report --json over the same results" 0 "$cli" report --json "$out3/results.jsonl"
+field "report JSON: kernelbench rows with differ" 'len(r["kernelbench"]) == 2 and r["kernelbench"][1]["differ"] is True and r["kernelbench"][0]["ours"]["rules"] == "kernelbench"'
+run "bench: bad --sample" 2 "$cli" bench --sample -1 "$kbt" "$runs"
+run "bench: a named results file that is not JSON" 2 "$cli" bench --device cpu --kernelbench-results "$runs/level_1_problem_7_sample_1_kernel.py" --out "$tmp/out4" "$kbt" "$runs"
+
 finish

@@ -33,6 +33,14 @@ field "skipping after the first calls: caught by a check placed after a call" 'r
 cp "$tmp/op" "$tmp/out"
 field "torch compute through operators: refused at run time" 'r["reason"]["code"] == "hack.torch_compute" and r["reward"] == -1'
 
+# The rules profiles (docs/torch-rules.md, "Rules profiles"): one file, two verdicts.
+run "eval under the kernelbench rules" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
+  --rules kernelbench --json "$data/task" "$data/kb_rules.py"
+field "kernelbench rules: renamed parameter matched by shape, torch operators allowed" 'r["rules"] == "kernelbench" and r["reason"]["code"] == "ok" and r["correct"] is True'
+run "the same file under the cuda-agent rules" 1 "$cli" eval --device cpu --budget 0.3 \
+  --trials 2 --json "$data/task" "$data/kb_rules.py"
+field "cuda-agent rules: parameters matched by name" 'r["rules"] == "cuda-agent" and r["reason"]["code"] == "candidate.params_mismatch" and "missing bias" in r["reason"]["message"] and r["reward"] == -1'
+
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -87,4 +87,27 @@ PY
 run "load_inline with a flag that runs a program" 1 "$cli" compile --json --task "$relu" "$tmp/flags.py"
 field "refused flag: build.error" 'r["reason"]["code"] == "build.error" and "not allowed" in r["reason"]["message"]'
 
+# ---- the rules profiles (docs/torch-rules.md, "Rules profiles")
+run "the KernelBench candidate under the kernelbench rules" 0 "$cli" compile --json --rules kernelbench --task "$relu" examples/kernelbench/candidates/level1/19_ReLU.py
+field "kernelbench rules: named in the result, cached build reused" 'r["rules"] == "kernelbench" and r["build"]["status"] == "ok" and r["build"]["cached"] is True'
+"$py" - examples/kernelbench/candidates/level1/19_ReLU.py "$tmp/fallback.py" <<'PY'
+import re, sys
+src = open(sys.argv[1]).read()
+src, n = re.subn(r"(\n    def forward\(self, (\w+)[^)]*\)[^:]*:\n)(\s+)return (.*)\n",
+                 r"\1\3try:\n\3    return \4\n\3except RuntimeError:\n\3    return torch.relu(\2)\n",
+                 src, count=1)
+assert n == 1, src
+open(sys.argv[2], "w").write(src)
+PY
+run "a try/except fallback under the kernelbench rules" 1 "$cli" compile --json --rules kernelbench --task "$relu" "$tmp/fallback.py"
+field "fallback: hack.fallback with its line" 'r["reason"]["code"] == "hack.fallback" and "fallback.py:" in r["reason"]["message"] and "code_bypass" in r["reason"]["message"]'
+run "the same fallback under the cuda-agent rules" 1 "$cli" compile --json --task "$relu" "$tmp/fallback.py"
+field "cuda-agent rules: the torch in the fallback is torch compute" 'r["rules"] == "cuda-agent" and r["reason"]["code"] == "hack.torch_compute"'
+run "C++ without a kernel under the kernelbench rules" 1 "$cli" compile --json --rules kernelbench --task tests/data/protocol_cpu/task tests/data/protocol_cpu/operator.py
+field "no __global__: build.no_sources saying so" 'r["reason"]["code"] == "build.no_sources" and "no CUDA kernel" in r["reason"]["message"]'
+run "native candidate under the kernelbench rules" 1 "$cli" compile --json --rules kernelbench --task examples/tasks/elementwise_chain examples/solutions/elementwise_chain
+field "native: judged under cuda-agent only, said plainly" 'r["reason"]["code"] == "candidate.missing" and "native" in r["reason"]["message"]'
+run "unknown rules" 2 "$cli" compile --rules lenient "$wd"
+grep -q "cuda-agent or kernelbench" "$tmp/err" && ok "unknown rules: one line naming the accepted ones" || bad "unknown rules: one line naming the accepted ones" "$(head -c 300 "$tmp/err")"
+
 finish

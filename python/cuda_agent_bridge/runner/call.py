@@ -6,17 +6,21 @@ Contract (``Harness``, made once the slots are mapped):
   device-to-device copy per output, of its size, from a scratch buffer into its place in the
   outputs slot; end event; device synchronize. Returns the event time (ms). A call's events
   cover the same fixed work plus forward(), so ``ev_ms - median(empty)`` is forward()'s cost.
-- ``load(model)``: keeps ModelNew and makes, once per input slot, forward()'s arguments as
-  views of the slot (Python numbers are filled in per call).
-- ``setup()``: the params slot into ModelNew with ``load_state_dict(strict=True)``; an exception
-  is ``CallFailed(abi.setup_failed)``.
+- ``load(model, names)``: keeps ModelNew and the state_dict names that receive the spec's
+  parameters (load.param_names), and makes, once per input slot, forward()'s arguments as views
+  of the slot (Python numbers are filled in per call).
+- ``setup()``: the params slot into ModelNew with ``load_state_dict`` (strict under the
+  cuda-agent rules; under kernelbench, entries the reference has no parameter for keep their
+  own values); an exception is ``CallFailed(abi.setup_failed)``.
 - ``call(r, scalars)``: start event; ``forward(*args)`` under ``torch.no_grad()`` with the
   refusal guard active around forward() only; the outputs flattened and checked against the
-  spec (count, dtype, shape, device: ``verify.mismatch``) and copied into the outputs slot; end
-  event; device synchronize. Returns the event time (ms). Failures: ``hack.torch_compute`` (a
-  refused torch op, also when the candidate caught the refusal), ``abi.forward_failed`` (an
-  exception, or no tensors returned), ``verify.mismatch``, ``fault.*`` (a CUDA error: the
-  process must exit after answering). All raised as ``CallFailed``.
+  spec (count, dtype, shape, device: ``verify.mismatch``; a Tensor subclass:
+  ``hack.harness_tampering``) and copied into the outputs slot; end event; device synchronize.
+  Under the kernelbench rules torch compute is allowed: the guard is a no-op of the same shape
+  (the calibration call enters the same one). Returns the event time (ms). Failures:
+  ``hack.torch_compute`` (a refused torch op, also when the candidate caught the refusal),
+  ``abi.forward_failed`` (an exception, or no tensors returned), ``verify.mismatch``,
+  ``fault.*`` (a CUDA error: the process must exit after answering). All raised as ``CallFailed``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import torch
 from torch import nn
 
 from ..errors import BridgeError, exception_text
-from ..refusal import Refusal, refused_in
+from ..refusal import Refusal, Unguarded, refused_in
 from ..slots import layout, tensor_views
 from ..tasks import dtype_from_name, dtype_name, flatten_outputs
 from ..timing import Stopwatch
@@ -74,7 +78,13 @@ class Harness:
                             scratch[at:at + v.numel() * v.element_size()])
                            for at, v in zip(offsets, self.out_views, strict=True)]
         self.model: nn.Module | None = None
+        self.names: list[str] = []
         self.templates: list[list[object]] = []
+        self.guarded = plan.candidate.rules == "cuda-agent"
+
+    def guard(self) -> Refusal | Unguarded:
+        """The refusal of torch compute around forward() (none under the kernelbench rules)."""
+        return Refusal() if self.guarded else Unguarded()
 
     # -- calibration -------------------------------------------------------------------------
 
@@ -82,7 +92,7 @@ class Harness:
         w = self.watch
         try:
             w.start()
-            with torch.no_grad(), Refusal():
+            with torch.no_grad(), self.guard():
                 pass
             w.tiny()
             for dst, src in self.cal_copies:
@@ -98,8 +108,9 @@ class Harness:
 
     # -- the candidate -----------------------------------------------------------------------
 
-    def load(self, model: nn.Module) -> None:
+    def load(self, model: nn.Module, names: list[str]) -> None:
         self.model = model
+        self.names = names
         tensor_args = self.plan.spec.tensor_args
         entries = [a.layout_entry() for a in tensor_args]
         self.templates = []
@@ -114,13 +125,13 @@ class Harness:
         params = self.plan.spec.params
         views = tensor_views(self.mapped.params, [p.layout_entry() for p in params])
         try:
-            self.model.load_state_dict({p.name: v for p, v in zip(params, views, strict=True)},
-                                       strict=True)
+            self.model.load_state_dict(dict(zip(self.names, views, strict=True)),
+                                       strict=self.guarded)
             self.watch.sync()
         except BaseException as exc:
             raise self._fault() or CallFailed(
                 "abi.setup_failed", "loading the parameters into ModelNew "
-                f"(load_state_dict, strict) raised {safe_text(exc)}") from exc
+                f"(load_state_dict) raised {safe_text(exc)}") from exc
 
     def call(self, r: int, scalars: list[tuple[int, bool | int | float]]) -> float:
         model = self.model
@@ -128,7 +139,7 @@ class Harness:
         args = list(self.templates[r])
         for i, v in scalars:
             args[i] = v
-        guard = Refusal()
+        guard = self.guard()
         w = self.watch
         try:
             w.start()
@@ -157,6 +168,12 @@ class Harness:
             raise CallFailed("verify.mismatch", f"ModelNew.forward() returned {len(outputs)} "
                              f"tensors; the reference returns {len(self.expected)}")
         for i, (o, (dtype, shape)) in enumerate(zip(outputs, self.expected, strict=True)):
+            if type(o) not in (torch.Tensor, nn.Parameter):
+                raise CallFailed(
+                    "hack.harness_tampering",
+                    f"ModelNew.forward() returned a {type(o).__name__} as output {i}, a "
+                    "torch.Tensor subclass: its __torch_function__ would run candidate code "
+                    "inside the harness's own work on it (return plain tensors)")
             if o.dtype != dtype or tuple(o.shape) != shape or o.device != self.device:
                 name = self.plan.spec.outputs[i].name
                 raise CallFailed(
@@ -180,7 +197,7 @@ class Harness:
                               f"a CUDA error after ModelNew.forward(): {text}", fault=True)
         return None
 
-    def _failure(self, exc: BaseException, guard: Refusal) -> CallFailed:
+    def _failure(self, exc: BaseException, guard: Refusal | Unguarded) -> CallFailed:
         text = safe_text(exc)
         fault = cuda_fault(text) if self.device.type == "cuda" else None
         if fault is not None:
@@ -188,7 +205,7 @@ class Harness:
         found = self._fault()
         if found is not None:
             return found
-        op = guard.refused or refused_in(exc)
+        op = guard.refused or (refused_in(exc) if self.guarded else None)
         if op:
             return CallFailed("hack.torch_compute", f"ModelNew.forward() called {op}; torch "
                               "compute is refused while the candidate runs")

@@ -8,10 +8,13 @@ Contract:
   ``candidate.load_failed``) and ``cpp_extension.load`` is refused; for a workdir, the prebuilt
   ``extension`` is imported as ``cuda_extension``. The file is imported, then, under
   ``seed_all(init_seed)``, ``ModelNew(*get_init_inputs())`` is built, moved to the device, cast
-  to the task's precision and put in eval mode. Its ``state_dict`` must have exactly the spec's
-  parameter names and shapes, in any order (what ``load_state_dict(strict=True)`` needs), else
-  ``candidate.params_mismatch``. Failures: ``Fatal`` with ``candidate.load_failed``,
-  ``candidate.init_failed``, ``candidate.params_mismatch`` or ``worker.bad_plan`` (the task).
+  to the task's precision and put in eval mode. Under the cuda-agent rules its ``state_dict``
+  must have exactly the spec's parameter names and shapes, in any order (what
+  ``load_state_dict(strict=True)`` needs); under kernelbench, entries of the spec's shapes in the
+  spec's order, whatever their names (``param_names``); else ``candidate.params_mismatch``.
+  Returns the model and the names that receive the spec's parameters. Failures: ``Fatal`` with
+  ``candidate.load_failed``, ``candidate.init_failed``, ``candidate.params_mismatch`` or
+  ``worker.bad_plan`` (the task).
 - ``record_inline(path, out_path)``: imports the file with ``load_inline`` recording its
   arguments (nothing is compiled; the returned modules cannot be called), checks that
   ``ModelNew`` is defined and writes ``{"specs": [...]}`` (torch_build.inline_spec's form).
@@ -198,28 +201,64 @@ def model_class(cand: Candidate) -> type[nn.Module]:
     return cls
 
 
-def _check_params(model: nn.Module, plan: Plan) -> None:
-    want = {p.name: p.shape for p in plan.spec.params}
-    try:
-        ours = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    except Exception as exc:
-        raise Fatal("candidate.init_failed",
-                    f"ModelNew.state_dict() raised {exception_text(exc)}") from exc
+def _by_shape(want: list[tuple[str, tuple[int, ...]]],
+              ours: list[tuple[str, tuple[int, ...]]]) -> list[str] | None:
+    """KernelBench's convention, where the models' __init__ are seeded alike and names do not
+    matter: each reference parameter, in order, takes the next entry of ModelNew's state_dict
+    (in order) of the same shape; None when one finds none. Entries left over (buffers of
+    ModelNew's own) keep the values its seeded __init__ gave them."""
+    names: list[str] = []
+    j = 0
+    for _, shape in want:
+        while j < len(ours) and ours[j][1] != shape:
+            j += 1
+        if j == len(ours):
+            return None
+        names.append(ours[j][0])
+        j += 1
+    return names
+
+
+def _mismatch(want: dict[str, tuple[int, ...]], ours: dict[str, tuple[int, ...]]) -> str:
     missing = [k for k in want if k not in ours]
     unexpected = [k for k in ours if k not in want]
     reshaped = [k for k in want if k in ours and ours[k] != want[k]]
-    if missing or unexpected or reshaped:
-        parts = []
-        if missing:
-            parts.append(f"missing {', '.join(missing[:8])}")
-        if unexpected:
-            parts.append(f"unexpected {', '.join(unexpected[:8])}")
-        if reshaped:
-            parts.append("shape differs for " + ", ".join(
-                f"{k} ({list(ours[k])} vs {list(want[k])})" for k in reshaped[:8]))
+    parts = []
+    if missing:
+        parts.append(f"missing {', '.join(missing[:8])}")
+    if unexpected:
+        parts.append(f"unexpected {', '.join(unexpected[:8])}")
+    if reshaped:
+        parts.append("shape differs for " + ", ".join(
+            f"{k} ({list(ours[k])} vs {list(want[k])})" for k in reshaped[:8]))
+    return "; ".join(parts)
+
+
+def param_names(model: nn.Module, plan: Plan) -> list[str]:
+    """The names in ModelNew's state_dict that receive the reference's parameters, in the
+    spec's order. Under the cuda-agent rules they must be the reference's names, with its
+    shapes, and nothing more (load_state_dict strict); under kernelbench the names may differ
+    (matched by order and shape, ``_by_shape``). Else ``candidate.params_mismatch``."""
+    want = [(p.name, p.shape) for p in plan.spec.params]
+    try:
+        ours = [(k, tuple(v.shape)) for k, v in model.state_dict().items()]
+    except Exception as exc:
+        raise Fatal("candidate.init_failed",
+                    f"ModelNew.state_dict() raised {exception_text(exc)}") from exc
+    if dict(want) == dict(ours):
+        return [name for name, _ in want]
+    if plan.candidate.rules == "kernelbench":
+        names = _by_shape(want, ours)
+        if names is not None:
+            return names
         raise Fatal("candidate.params_mismatch",
-                    "ModelNew's state_dict must have the reference Model's names and shapes "
-                    f"(load_state_dict strict): {'; '.join(parts)}")
+                    "ModelNew's parameters do not line up with the reference Model's: under the "
+                    "kernelbench rules each of Model's parameters, in order, needs an entry of "
+                    "ModelNew's state_dict of the same shape, in the same order "
+                    f"({_mismatch(dict(want), dict(ours))})")
+    raise Fatal("candidate.params_mismatch",
+                "ModelNew's state_dict must have the reference Model's names and shapes "
+                f"(load_state_dict strict): {_mismatch(dict(want), dict(ours))}")
 
 
 def _task(plan: Plan) -> Task:
@@ -230,8 +269,8 @@ def _task(plan: Plan) -> Task:
                     f"task {plan.candidate.task_dir}: {exc.message}") from exc
 
 
-def build_model(plan: Plan, device: torch.device) -> nn.Module:
-    """ModelNew(*get_init_inputs()) as the module's contract says."""
+def build_model(plan: Plan, device: torch.device) -> tuple[nn.Module, list[str]]:
+    """ModelNew(*get_init_inputs()) as the module's contract says, and ``param_names``."""
     task = _task(plan)
     if plan.candidate.format == "kernelbench":
         serve_inline(plan.candidate.inline_modules)
@@ -253,5 +292,4 @@ def build_model(plan: Plan, device: torch.device) -> nn.Module:
     except BaseException as exc:
         raise Fatal("candidate.init_failed",
                     f"ModelNew(*get_init_inputs()) raised {exception_text(exc)}") from exc
-    _check_params(model, plan)
-    return model
+    return model, param_names(model, plan)

@@ -8,7 +8,8 @@ params, outputs: supported dtypes, shapes of non-negative integers, Python-numbe
 ``cpu``, matching ``candidate.torch_device``; distinct descriptors >= 3; sizes that hold the
 spec's layout: params, the tensor arguments, the outputs); the candidate (format
 ``kernelbench`` with ``path`` and optional ``inline_modules``, or ``workdir`` with ``dir`` and
-``extension``; ``task_dir``; ``init_seed``). Unknown keys are ignored.
+``extension``; ``task_dir``; ``init_seed``; ``rules``, ``cuda-agent`` or ``kernelbench``).
+Unknown keys are ignored.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ MAX_DIMS = 32
 MAX_MODULES = 64
 MAX_FD = 1 << 16
 FORMATS = ("kernelbench", "workdir")
+RULES = ("cuda-agent", "kernelbench")  # docs/torch-rules.md, "Rules profiles"
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,9 @@ class Candidate:
     inline_modules: dict[str, str] = field(default_factory=dict)
     init_seed: int = 0
     torch_device: str = "cuda"
+    # cuda-agent: torch compute refused in forward(), parameters matched by name;
+    # kernelbench: torch compute allowed, parameters matched by order and shape
+    rules: str = "cuda-agent"
 
 
 @dataclass(frozen=True)
@@ -217,9 +222,12 @@ def parse_candidate(raw: object) -> Candidate:
     device = raw.get("torch_device", "cuda")
     if device not in ("cuda", "cpu"):
         raise _bad("candidate.torch_device must be 'cuda' or 'cpu'")
+    rules = raw.get("rules", "cuda-agent")
+    if rules not in RULES:
+        raise _bad(f"candidate.rules must be one of {', '.join(RULES)} (got {rules!r})")
     assert path is not None and task_dir is not None
     return Candidate(str(fmt), path, task_dir, extension, dict(modules),
-                     _int(raw, "init_seed", "candidate", 0, 2**63, 0), str(device))
+                     _int(raw, "init_seed", "candidate", 0, 2**63, 0), str(device), str(rules))
 
 
 def parse_plan(root: object) -> Plan:

@@ -84,7 +84,7 @@ def serve(plan_path: str, commands: BinaryIO, ev: Events) -> int:
             elif name == "load":
                 if loaded:
                     raise _bad("load: the candidate is loaded already")
-                harness.load(build_model(plan, device))
+                harness.load(*build_model(plan, device))
                 loaded = True
                 ev.emit("loaded", {"has_setup": True, "has_teardown": False,
                                    "format": plan.candidate.format})
