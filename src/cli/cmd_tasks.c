@@ -3,6 +3,7 @@
  *   tasks import kernelbench DIR | ops6k FILE   KernelBench checkouts, Ops-6K JSONL or parquet
  *   tasks list [--source S] [--level N]          a table, or JSON lines
  *   tasks show ID                                the fields, the directory and model.py
+ *   tasks check [--source S] [--level N]         degeneracy of stored tasks (tasks_check.h)
  *
  * Exit codes (docs/cli.md): 0 ok, 2 usage, 3 the input or the task is missing or broken (also:
  * an import where every row was skipped), 4 environment (the store cannot be opened or written,
@@ -15,6 +16,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "cli/tasks_check.h"
 #include "store/task_store.h"
 #include "task/import.h"
 #include "util/fs.h"
@@ -26,7 +28,8 @@ static const char usage_all[] =
 	"usage: cuda-agent tasks import kernelbench DIR [options]\n"
 	"       cuda-agent tasks import ops6k FILE [options]\n"
 	"       cuda-agent tasks list [--source S] [--level N] [options]\n"
-	"       cuda-agent tasks show ID [options]\n";
+	"       cuda-agent tasks show ID [options]\n"
+	"       cuda-agent tasks check [--source S] [--level N] [options]\n";
 
 static const char help_all[] =
 	"\n"
@@ -39,8 +42,10 @@ static const char help_all[] =
 	"                           columns code, ops, data_source: row R becomes ops6k/<R>_<ops>\n"
 	"  list                     the tasks in the store\n"
 	"  show ID                  one task: its fields, directory and model.py\n"
+	"  check                    which tasks are degenerate (a constant or zeros passes them):\n"
+	"                           the torch bridge describes each task, the verdict is stored\n"
 	"\n"
-	"Run 'cuda-agent tasks <import|list|show> --help' for the options.\n"
+	"Run 'cuda-agent tasks <import|list|show|check> --help' for the options.\n"
 	"Store: --store DIR, else $CUDA_AGENT_TASKS, else $XDG_DATA_HOME/cuda-agent/tasks, else\n"
 	"~/.local/share/cuda-agent/tasks.\n"
 	"Exit codes: 0 ok, 2 usage, 3 input or task missing or broken, 4 environment, 5 internal.\n";
@@ -64,7 +69,11 @@ static const char help_import[] =
 	"options:\n"
 	"  --store DIR       the task store (default $CUDA_AGENT_TASKS, else\n"
 	"                    $XDG_DATA_HOME/cuda-agent/tasks, else ~/.local/share/cuda-agent/tasks)\n"
-	"  --python PATH     parquet: a Python with pyarrow ($CUDA_AGENT_PYTHON, else python3)\n"
+	"  --python PATH     parquet: a Python with pyarrow; --check: the bridge's Python\n"
+	"                    ($CUDA_AGENT_PYTHON, else python3)\n"
+	"  --check           then check the source's tasks for degeneracy (as `tasks check`;\n"
+	"                    the exit code is then the check's)\n"
+	"  --device D        --check: where the bridge runs the models (auto, cuda, cpu)\n"
 	"  --json            print the summary as one JSON object\n"
 	"  -q, --quiet       no progress or skip messages\n"
 	"  -v, --verbose     every skip reason (by default the first 20)\n"
@@ -105,25 +114,56 @@ static const char help_show[] =
 	"Exit codes: 0 ok, 2 usage or an ambiguous name, 3 no such task or its directory is\n"
 	"missing or broken, 4 the store cannot be read.\n";
 
+static const char help_check[] =
+	"usage: cuda-agent tasks check [--source S] [--level N] [options]\n"
+	"\n"
+	"Finds the degenerate tasks of the store: those whose reference output is within tolerance\n"
+	"of zeros or of a constant, or does not change across seeds, so that a kernel that does not\n"
+	"compute can pass them (docs/evaluation.md, \"Degenerate tasks\"). The torch bridge runs\n"
+	"each task's survey (as every evaluation does) and the verdict is stored with the task's\n"
+	"hash: `tasks list` shows it, and a task already checked at its content is skipped. Prints\n"
+	"one line per degenerate task, then `checked N tasks: K degenerate (level 1: a, ...)`.\n"
+	"\n"
+	"  --source S        only tasks of source S (kernelbench, ops6k)\n"
+	"  --level N         only tasks of level N\n"
+	"  --again           check tasks already checked at their content again\n"
+	"  --device D        where the bridge runs the models: auto (default), cuda, cpu\n"
+	"  --python PATH     the bridge's Python ($CUDA_AGENT_PYTHON, else python3)\n"
+	"  --store DIR       the task store (see 'cuda-agent tasks --help')\n"
+	"  --json            one JSON object per degenerate task ({id, degenerate}), then\n"
+	"                    {checked, degenerate, failed, seconds}\n"
+	"  -q, --quiet       no progress lines\n"
+	"  -h, --help        this help\n"
+	"\n"
+	"Exit codes: 0 ok (degenerate tasks are findings), 3 no store, or a task could not run\n"
+	"(named on stderr), 4 the bridge cannot run or the store cannot be written, 5 internal.\n";
+
 struct opts {
 	const char *store;
 	const char *python;
 	const char *source;
+	const char *device;
 	int level;
 	int json;
+	bool check, again;
 };
 
+/* Which options a subcommand takes besides --store, --json, -q, -v, -h. */
+enum { A_PYTHON = 1, A_FILTER = 2, A_DEVICE = 4, A_CHECK = 8, A_AGAIN = 16 };
+
 /* Parses the options of one subcommand; positionals stay in argv[optind..]. */
-static int parse(struct opts *o, int argc, char **argv, const char *help, bool import,
-		 bool list)
+static int parse(struct opts *o, int argc, char **argv, const char *help, unsigned allow)
 {
-	enum { O_STORE = 256, O_PYTHON, O_SOURCE, O_LEVEL, O_JSON };
+	enum { O_STORE = 256, O_PYTHON, O_SOURCE, O_LEVEL, O_JSON, O_DEVICE, O_CHECK, O_AGAIN };
 	static const struct option longopts[] = {
 		{"store", required_argument, NULL, O_STORE},
 		{"python", required_argument, NULL, O_PYTHON},
 		{"source", required_argument, NULL, O_SOURCE},
 		{"level", required_argument, NULL, O_LEVEL},
 		{"json", no_argument, NULL, O_JSON},
+		{"device", required_argument, NULL, O_DEVICE},
+		{"check", no_argument, NULL, O_CHECK},
+		{"again", no_argument, NULL, O_AGAIN},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -145,19 +185,38 @@ static int parse(struct opts *o, int argc, char **argv, const char *help, bool i
 			fputs(help, stdout);
 			exit(EXIT_OK);
 		case O_PYTHON:
-			if (import) {
+			if (allow & A_PYTHON) {
 				o->python = optarg;
 				break;
 			}
 			goto bad;
+		case O_DEVICE:
+			if (!(allow & A_DEVICE))
+				goto bad;
+			if (strcmp(optarg, "auto") && strcmp(optarg, "cuda") && strcmp(optarg, "cpu")) {
+				fprintf(stderr, "cuda-agent: --device takes auto, cuda or cpu\n");
+				return EXIT_USAGE;
+			}
+			o->device = optarg;
+			break;
+		case O_CHECK:
+			if (!(allow & A_CHECK))
+				goto bad;
+			o->check = true;
+			break;
+		case O_AGAIN:
+			if (!(allow & A_AGAIN))
+				goto bad;
+			o->again = true;
+			break;
 		case O_SOURCE:
-			if (list) {
+			if (allow & A_FILTER) {
 				o->source = optarg;
 				break;
 			}
 			goto bad;
 		case O_LEVEL:
-			if (list) {
+			if (allow & A_FILTER) {
 				char *end;
 				long v = strtol(optarg, &end, 10);
 				if (end == optarg || *end || v < 0 || v > CA_TASK_LEVEL_MAX) {
@@ -216,11 +275,15 @@ static json_t *record_json(const struct task_store *s, const struct task_record 
 	if (task_store_task_dir(s, r, dir, sizeof dir) != 0)
 		dir[0] = '\0';
 	iso_time(r->imported_at, when, sizeof when);
-	return json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:s}", "id", r->id, "source",
-			 r->source, "level", r->level >= 0 ? json_integer(r->level) : json_null(),
-			 "name", r->name, "dir", dir, "hash", r->hash, "ops", ops, "data_source",
+	bool checked = task_record_checked(r);
+	json_t *deg = checked && r->degenerate[0] ? json_loads(r->degenerate, 0, NULL) : NULL;
+	return json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:s, s:b, s:o}", "id", r->id,
+			 "source", r->source, "level",
+			 r->level >= 0 ? json_integer(r->level) : json_null(), "name", r->name,
+			 "dir", dir, "hash", r->hash, "ops", ops, "data_source",
 			 r->data_source[0] ? json_string(r->data_source) : json_null(),
-			 "imported_at", when);
+			 "imported_at", when, "checked", checked,
+			 "degenerate", json_is_object(deg) ? deg : (json_decref(deg), json_null()));
 }
 
 static int print_json(json_t *j)
@@ -266,7 +329,7 @@ static int tasks_import(int argc, char **argv)
 	struct ca_diag d = {{0}};
 	char summary[CA_IMPORT_REASON_MAX + 128];
 	const char *kind, *path;
-	int rc = parse(&o, argc, argv, help_import, true, false);
+	int rc = parse(&o, argc, argv, help_import, A_PYTHON | A_DEVICE | A_CHECK);
 
 	if (rc)
 		return rc;
@@ -326,6 +389,16 @@ static int tasks_import(int argc, char **argv)
 	} else if (!rc || st.rows) {
 		puts(summary);
 	}
+	if (!rc && o.check && st.imported + st.unchanged + st.updated > 0) {
+		/* the source just imported, every task not yet checked at its content */
+		struct task_filter f = {.source = kind, .level = -1};
+		struct tasks_check_opts co = {.python = o.python, .device = o.device, .json = o.json,
+					      .quiet = ca_log_get_level() == CA_LOG_QUIET};
+		fflush(stdout);
+		int crc = tasks_check_run(&s, &f, &co);
+		task_store_close(&s);
+		return crc;
+	}
 	task_store_close(&s);
 	if (rc) {
 		fprintf(stderr, "cuda-agent: %s\n", d.msg);
@@ -341,6 +414,23 @@ static int tasks_import(int argc, char **argv)
 }
 
 /* ---- list ---------------------------------------------------------------------------- */
+
+/* The CHECK column: "-" never checked (or not at this content), "ok", or the degenerate kind. */
+static const char *check_display(const struct task_record *r)
+{
+	static char kind[64];
+	json_t *deg;
+	if (!task_record_checked(r))
+		return "-";
+	if (!r->degenerate[0])
+		return "ok";
+	deg = json_loads(r->degenerate, 0, NULL);
+	snprintf(kind, sizeof kind, "degenerate:%s",
+		 json_string_value(json_object_get(deg, "kind")) ?
+			 json_string_value(json_object_get(deg, "kind")) : "?");
+	json_decref(deg);
+	return kind;
+}
 
 struct list_ctx {
 	const struct task_store *s;
@@ -360,7 +450,7 @@ static int list_one(const struct task_record *r, void *arg)
 		snprintf(level, sizeof level, "%d", r->level);
 	else
 		ca_strlcpy(level, "-", sizeof level);
-	printf("%-40s %-12s %-5s %s\n", r->id, r->source, level, ops);
+	printf("%-40s %-12s %-5s %-14s %s\n", r->id, r->source, level, check_display(r), ops);
 	return 0;
 }
 
@@ -369,7 +459,7 @@ static int tasks_list(int argc, char **argv)
 	struct opts o;
 	struct task_store s;
 	struct ca_diag d = {{0}};
-	int rc = parse(&o, argc, argv, help_list, false, true);
+	int rc = parse(&o, argc, argv, help_list, A_FILTER);
 
 	if (rc)
 		return rc;
@@ -380,7 +470,7 @@ static int tasks_list(int argc, char **argv)
 	rc = open_store(&s, &o, false);
 	if (rc == -1) {
 		if (!o.json)
-			printf("%-40s %-12s %-5s %s\n", "ID", "SOURCE", "LEVEL", "OPS");
+			printf("%-40s %-12s %-5s %-14s %s\n", "ID", "SOURCE", "LEVEL", "CHECK", "OPS");
 		ca_log_info("the task store is empty (cuda-agent tasks import ...)");
 		return EXIT_OK;
 	}
@@ -389,7 +479,7 @@ static int tasks_list(int argc, char **argv)
 	struct task_filter f = {.source = o.source, .level = o.level};
 	struct list_ctx c = {.s = &s, .json = o.json};
 	if (!o.json)
-		printf("%-40s %-12s %-5s %s\n", "ID", "SOURCE", "LEVEL", "OPS");
+		printf("%-40s %-12s %-5s %-14s %s\n", "ID", "SOURCE", "LEVEL", "CHECK", "OPS");
 	rc = task_store_list(&s, &f, list_one, &c, &d);
 	if (!rc)
 		ca_log_info("%zu task%s in %s", c.count, c.count == 1 ? "" : "s", s.root);
@@ -471,7 +561,7 @@ static int tasks_show(int argc, char **argv)
 	char dir[PATH_MAX], path[PATH_MAX];
 	char *model = NULL;
 	size_t model_len = 0;
-	int rc = parse(&o, argc, argv, help_show, false, false);
+	int rc = parse(&o, argc, argv, help_show, 0);
 
 	if (rc)
 		return rc;
@@ -546,12 +636,42 @@ out:
 	return rc;
 }
 
+/* ---- check --------------------------------------------------------------------------- */
+
+static int tasks_check(int argc, char **argv)
+{
+	struct opts o;
+	struct task_store s;
+	int rc = parse(&o, argc, argv, help_check, A_PYTHON | A_FILTER | A_DEVICE | A_AGAIN);
+
+	if (rc)
+		return rc;
+	if (argc - optind != 0) {
+		fprintf(stderr, "%s(no arguments besides the options)\n", help_check);
+		return EXIT_USAGE;
+	}
+	rc = open_store(&s, &o, false);
+	if (rc == -1) {
+		fprintf(stderr, "cuda-agent: the task store is empty (cuda-agent tasks import ...)\n");
+		return EXIT_TASK;
+	}
+	if (rc)
+		return rc;
+	struct task_filter f = {.source = o.source, .level = o.level};
+	struct tasks_check_opts co = {.python = o.python, .device = o.device, .again = o.again,
+				      .json = o.json, .quiet = ca_log_get_level() == CA_LOG_QUIET};
+	rc = tasks_check_run(&s, &f, &co);
+	task_store_close(&s);
+	return rc;
+}
+
 int cmd_tasks(int argc, char **argv)
 {
 	static const struct cli_subcommand subs[] = {
 		{"import", tasks_import},
 		{"list", tasks_list},
 		{"show", tasks_show},
+		{"check", tasks_check},
 	};
 	return cli_dispatch("tasks", argc, argv, usage_all, help_all, subs,
 			    sizeof subs / sizeof subs[0]);

@@ -1440,6 +1440,9 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 					      r->format == CANDIDATE_NATIVE
 						      ? "compiled; the library passed the symbol and "
 							"source checks"
+					      : r->rules == TORCH_PROFILE_KERNELBENCH
+						      ? "compiled into a PyTorch extension (kernelbench "
+							"rules: torch compute is allowed when it runs)"
 						      : "compiled into a PyTorch extension (torch "
 							"compute is refused when it runs)"));
 		goto out;

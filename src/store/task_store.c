@@ -15,9 +15,14 @@ static const char schema_v1[] =
 	" imported_at REAL NOT NULL);"
 	"CREATE INDEX IF NOT EXISTS tasks_source_level ON tasks (source, level);"
 	"PRAGMA user_version = 1;";
+/* Version 2: the degeneracy check (tasks check). */
+static const char schema_v2[] =
+	"ALTER TABLE tasks ADD COLUMN check_hash TEXT;"
+	"ALTER TABLE tasks ADD COLUMN degenerate TEXT;"
+	"PRAGMA user_version = 2;";
 
 static const char columns[] =
-	"id, source, level, name, dir, hash, ops, data_source, imported_at";
+	"id, source, level, name, dir, hash, ops, data_source, imported_at, check_hash, degenerate";
 
 int task_store_default_dir(const char *opt, char *out, size_t size, struct ca_diag *d)
 {
@@ -86,11 +91,15 @@ static int ensure_schema(struct task_store *s, struct ca_diag *d)
 			       "task store %s has schema version %d; this cuda-agent reads version "
 			       "%d (upgrade cuda-agent)",
 			       s->root, version, CA_TASK_STORE_SCHEMA);
-	/* version 0: a new database; two processes may get here at once */
+	/* version 0: a new database, 1: an older one; two processes may get here at once, so
+	 * the version is read again inside the transaction */
 	rc = exec_sql(s, "BEGIN IMMEDIATE", d);
-	if (rc)
-		return rc;
-	rc = exec_sql(s, schema_v1, d);
+	if (!rc)
+		rc = user_version(s, &version, d);
+	if (!rc && version == 0)
+		rc = exec_sql(s, schema_v1, d);
+	if (!rc && version < 2)
+		rc = exec_sql(s, schema_v2, d);
 	if (rc) {
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 		return rc;
@@ -169,6 +178,44 @@ static void read_row(sqlite3_stmt *st, struct task_record *r)
 		ca_strlcpy(r->ops, "[]", sizeof r->ops);
 	copy_col(st, 7, r->data_source, sizeof r->data_source);
 	r->imported_at = sqlite3_column_double(st, 8);
+	copy_col(st, 9, r->check_hash, sizeof r->check_hash);
+	copy_col(st, 10, r->degenerate, sizeof r->degenerate);
+}
+
+bool task_record_checked(const struct task_record *r)
+{
+	return r->check_hash[0] && strcmp(r->check_hash, r->hash) == 0;
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int col, const char *v)
+{
+	if (v && v[0])
+		sqlite3_bind_text(st, col, v, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, col);
+}
+
+int task_store_set_check(struct task_store *s, const char *id, const char *hash,
+			 const char *degenerate_json, struct ca_diag *d)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = 0;
+	if (degenerate_json && strlen(degenerate_json) >= CA_TASK_STORE_CHECK_MAX)
+		return ca_fail(d, CA_ERR_LIMIT, "task %s: the degenerate record is over %d bytes",
+			       id, CA_TASK_STORE_CHECK_MAX - 1);
+	if (sqlite3_prepare_v2(s->db,
+			       "UPDATE tasks SET check_hash = ?1, degenerate = ?2 WHERE id = ?3", -1,
+			       &st, NULL) != SQLITE_OK)
+		return db_fail(s, d, "update failed");
+	sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
+	bind_text_or_null(st, 2, degenerate_json);
+	sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		rc = db_fail(s, d, "update failed");
+	else if (sqlite3_changes(s->db) != 1)
+		rc = ca_fail(d, CA_ERR_NOTFOUND, "task store: no task %s", id);
+	sqlite3_finalize(st);
+	return rc;
 }
 
 int task_store_get(struct task_store *s, const char *id, struct task_record *r,
@@ -203,7 +250,8 @@ int task_store_put(struct task_store *s, const struct task_record *r, struct ca_
 		return ca_fail(d, CA_ERR_INVALID, "task store: a record needs id, source, dir and "
 			       "hash");
 	snprintf(sql, sizeof sql,
-		 "INSERT OR REPLACE INTO tasks (%s) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)", columns);
+		 "INSERT OR REPLACE INTO tasks (%s) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+		 columns);
 	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return db_fail(s, d, "insert failed");
 	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
@@ -221,6 +269,8 @@ int task_store_put(struct task_store *s, const struct task_record *r, struct ca_
 	else
 		sqlite3_bind_null(st, 8);
 	sqlite3_bind_double(st, 9, r->imported_at);
+	bind_text_or_null(st, 10, r->check_hash);
+	bind_text_or_null(st, 11, r->degenerate);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		rc = db_fail(s, d, "insert failed");
 	sqlite3_finalize(st);

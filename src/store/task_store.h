@@ -4,8 +4,11 @@
  * STORE/<source>/.../{model.py,task.json} (a normal task: the loader and `cuda-agent eval` take
  * it as it is). One row per task, keyed by id ("kernelbench/level1/19_ReLU"), with its source,
  * level (NULL when the source has none), name, directory (relative to STORE), content hash (the
- * loader's task hash), ops (JSON array text), data_source and import time. The schema version is
- * PRAGMA user_version; WAL and a busy timeout make it safe for several processes. */
+ * loader's task hash), ops (JSON array text), data_source and import time, and the result of
+ * the last degeneracy check (`cuda-agent tasks check`: the hash it checked and the bridge's
+ * `degenerate` object, docs/evaluation.md "Degenerate tasks"). The schema version is PRAGMA
+ * user_version (2; a version-1 store gains the check's columns when opened); WAL and a busy
+ * timeout make it safe for several processes. */
 #ifndef CA_STORE_TASK_STORE_H
 #define CA_STORE_TASK_STORE_H
 
@@ -17,9 +20,10 @@
 #include "util/diag.h"
 #include "util/hash.h"
 
-#define CA_TASK_STORE_SCHEMA 1
+#define CA_TASK_STORE_SCHEMA 2
 #define CA_TASK_STORE_DB "tasks.sqlite"
 #define CA_TASK_STORE_OPS_MAX 8192 /* bytes of the ops JSON text */
+#define CA_TASK_STORE_CHECK_MAX 2048 /* bytes of the degenerate JSON text */
 
 struct task_store {
 	void *db;            /* sqlite3 *, owned */
@@ -37,7 +41,13 @@ struct task_record {
 	char ops[CA_TASK_STORE_OPS_MAX];            /* JSON array text, "[]" when none */
 	char data_source[CA_TASK_DATA_SOURCE_MAX]; /* "" when none (NULL) */
 	double imported_at;                         /* Unix seconds */
+	char check_hash[CA_HASH_HEX_LEN + 1];       /* the hash the last check saw, "" never */
+	char degenerate[CA_TASK_STORE_CHECK_MAX];   /* its degenerate object (JSON), "" when the
+						       task was not degenerate (or never checked) */
 };
+
+/* Whether r's check is of its current content. */
+bool task_record_checked(const struct task_record *r);
 
 struct task_filter {
 	const char *source; /* NULL: any */
@@ -57,8 +67,12 @@ void task_store_close(struct task_store *s);
 /* CA_ERR_NOTFOUND when absent. */
 int task_store_get(struct task_store *s, const char *id, struct task_record *r,
 		   struct ca_diag *d);
-/* Inserts or replaces the row with r->id. */
+/* Inserts or replaces the row with r->id (its check columns too). */
 int task_store_put(struct task_store *s, const struct task_record *r, struct ca_diag *d);
+/* Records a degeneracy check of task id at hash: degenerate_json NULL when it is not degenerate
+ * (at most CA_TASK_STORE_CHECK_MAX - 1 bytes, else CA_ERR_LIMIT). */
+int task_store_set_check(struct task_store *s, const char *id, const char *hash,
+			 const char *degenerate_json, struct ca_diag *d);
 
 /* Calls fn for each matching row, ordered by source, level, the name's leading number, id. A
  * nonzero return from fn stops the walk and is returned. */

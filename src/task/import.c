@@ -582,6 +582,7 @@ static int install(struct import_ctx *c, const struct new_task *nt, const char *
 	ca_strlcpy(rec->data_source, nt->row ? nt->row->data_source : "",
 		   sizeof rec->data_source);
 	rec->imported_at = ca_wall_now();
+	rec->check_hash[0] = rec->degenerate[0] = '\0'; /* a new version is unchecked */
 	rc = task_store_put(c->s, rec, d);
 	if (rc)
 		goto out;

@@ -121,7 +121,7 @@ grep_err "bad JSON line named" "row 4 (line 5): invalid JSON"
 run "tasks list" 0 "$cli" tasks list --store "$store"
 count_lines "list: header and 10 tasks" 11
 grep_out "list shows a KernelBench task" "^kernelbench/level1/19_ReLU  *kernelbench  *1 "
-grep_out "list shows ops" "^ops6k/000001_conv2d_relu  *ops6k  *-  *torch.nn.Conv2d, torch.relu"
+grep_out "list shows ops (CHECK '-': never checked)" "^ops6k/000001_conv2d_relu  *ops6k  *-  *-  *torch.nn.Conv2d, torch.relu"
 run "tasks list --level 1 --json" 0 "$cli" tasks list --level 1 --json --store "$store"
 count_lines "level 1: three tasks" 3
 field "list --json fields" 'r["id"] == "kernelbench/level1/2_Scale_rows" and r["level"] == 1 and r["source"] == "kernelbench" and r["dir"].endswith("/kernelbench/level1/2_Scale_rows") and len(r["hash"]) == 32 and r["ops"] == [] and r["data_source"] is None'
@@ -153,6 +153,42 @@ run "compile against a local task" 0 "$cli" compile --json --task "$data/tiny_ta
 field "local task: level null" '"level" in r["task"] and r["task"]["level"] is None'
 run "eval an imported task on CPU torch" 4 "$cli" eval --json --device cpu "$store/kernelbench/level2/1_Matmul_Add_ReLU" "$data/good"
 field "imported task described by the bridge" 'r["reason"]["code"] == "env.no_gpu" and r["task"]["level"] == 2 and len(r["spec"]["params"]) == 3'
+
+# degeneracy at import (docs/evaluation.md, "Degenerate tasks"): the bridge's survey, stored
+mkdir -p "$tmp/kbdeg/level2"
+cat >"$tmp/kbdeg/level2/9_X_minus_X.py" <<'PY'
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x - x
+
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+
+def get_init_inputs():
+    return []
+PY
+cp "$kb/KernelBench/level2/1_Matmul_Add_ReLU.py" "$tmp/kbdeg/level2/"
+run "import with --check" 0 "$cli" tasks import kernelbench "$tmp/kbdeg" --check --device cpu --store "$store" -q
+grep_out "the degenerate task is named with its kind" "^kernelbench/level2/9_X_minus_X: zeros"
+grep_out "check summary: counted per level (every unchecked task of the source)" "^checked [0-9]* tasks: 1 degenerate (level 2: 1), 0 could not run"
+run "tasks list --level 2 --json" 0 "$cli" tasks list --level 2 --json --store "$store"
+field "list --json: checked, not degenerate" 'r["id"] == "kernelbench/level2/1_Matmul_Add_ReLU" and r["checked"] is True and r["degenerate"] is None'
+run "tasks list: the CHECK column" 0 "$cli" tasks list --level 2 --store "$store"
+grep_out "list shows the degenerate kind" "^kernelbench/level2/9_X_minus_X  *kernelbench  *2  *degenerate:zeros"
+run "tasks check skips what is checked" 0 "$cli" tasks check --level 2 --device cpu --store "$store" -q
+grep_out "nothing left to check" "^checked 0 tasks: 0 degenerate"
+run "tasks check --again --json" 0 "$cli" tasks check --level 2 --again --json --device cpu --store "$store" -q
+field "check --json: the degenerate task first, with its numbers" 'r["id"] == "kernelbench/level2/9_X_minus_X" and r["degenerate"]["kind"] == "zeros" and r["degenerate"]["max_abs"] == 0'
+run "tasks check: an option of import" 2 "$cli" tasks check --check --store "$store"
 
 printf 'not json\n{"code": 5}\n' >"$tmp/allbad.jsonl"
 run "JSONL where every row is bad" 3 "$cli" tasks import ops6k "$tmp/allbad.jsonl" --store "$store"
