@@ -310,13 +310,14 @@ static void settings_fingerprint(const struct bench_opts *o, char out[CA_HASH_HE
 	const struct eval_protocol *p = &o->eval.protocol;
 	snprintf(text, sizeof text,
 		 "protocol=%d;trials=%d;rotation=%d;budget=%.6g;rse=%.6g;min=%d;max=%d;checks=%d;"
-		 "flush=%.6g;perturb=%.6g;arch=%s;sandbox=%d;device=%s;rules=%s",
+		 "flush=%.6g;perturb=%.6g;arch=%s;sandbox=%d;device=%s;rules=%s;interleave=%d",
 		 CA_PROTOCOL_VERSION, p->trials, p->rotation_sets, p->timing.budget_s,
 		 p->timing.target_rse, p->timing.min_samples, p->timing.max_samples,
 		 p->timing.checks, p->timing.l2_flush_factor, p->timing.perturb_scale,
 		 o->eval.arch ? o->eval.arch : "", (int)o->eval.sandbox,
 		 o->device ? o->device : "auto",
-		 o->eval.rules_by_format ? "by-format" : torch_profile_name(o->eval.rules));
+		 o->eval.rules_by_format ? "by-format" : torch_profile_name(o->eval.rules),
+		 (int)o->eval.interleave);
 	ca_hash_hex(text, strlen(text), out);
 }
 

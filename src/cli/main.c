@@ -60,6 +60,9 @@ static const char options_help[] =
 	"                         compute allowed, parameters matched by order and shape, no\n"
 	"                         try/except fallback, a __global__ kernel required); PyTorch\n"
 	"                         formats only (docs/torch-rules.md)\n"
+	"  --interleave WHEN      re-time the candidate and a baseline in alternating rounds before\n"
+	"                         deciding the reward: auto (default: when the speed-up's interval\n"
+	"                         holds the 5% threshold), always, never\n"
 	"  --format F             the candidate's format: auto (default), native (kernels/),\n"
 	"                         workdir (CUDA-Agent: binding.cpp, model_new.py, kernels/) or\n"
 	"                         kernelbench (a .py file defining ModelNew, load_inline)\n"
@@ -125,7 +128,7 @@ int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
 int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_line)
 {
 	enum { O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH,
-	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES };
+	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES, O_INTERLEAVE };
 	static const struct option longopts[] = {
 		{"task", required_argument, NULL, O_TASK},
 		{"json", no_argument, NULL, O_JSON},
@@ -143,6 +146,7 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_li
 		{"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
 		{"format", required_argument, NULL, O_FORMAT},
 		{"rules", required_argument, NULL, O_RULES},
+		{"interleave", required_argument, NULL, O_INTERLEAVE},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -214,6 +218,18 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_li
 			c->opts.rules_by_format = false;
 			break;
 		}
+		case O_INTERLEAVE:
+			if (strcmp(optarg, "auto") == 0)
+				c->opts.interleave = EVAL_INTERLEAVE_AUTO;
+			else if (strcmp(optarg, "always") == 0)
+				c->opts.interleave = EVAL_INTERLEAVE_ALWAYS;
+			else if (strcmp(optarg, "never") == 0)
+				c->opts.interleave = EVAL_INTERLEAVE_NEVER;
+			else {
+				fprintf(stderr, "cuda-agent: --interleave takes auto, always or never\n");
+				return EXIT_USAGE;
+			}
+			break;
 		case O_DEVICE:
 			if (strcmp(optarg, "auto") && strcmp(optarg, "cuda") && strcmp(optarg, "cpu")) {
 				fprintf(stderr, "cuda-agent: --device takes auto, cuda or cpu\n");

@@ -1216,6 +1216,8 @@ static void step_timing_result(struct run *r)
 										   "error")));
 	json_object_set_new(timing, "baselines_cached", json_boolean(cached));
 	json_decref(baselines);
+	if (r->proc_started && !r->proc.dead && strcmp(reason_code(r), "ok") == 0)
+		(void)step_decide(r, timing); /* a failure sets the reason */
 }
 
 
@@ -1226,6 +1228,19 @@ static bool judged_candidate(const char *code)
 {
 	return strncmp(code, "env.", 4) != 0 && strncmp(code, "task.", 5) != 0 &&
 	       strcmp(code, "internal") != 0 && strcmp(code, "build.internal") != 0;
+}
+
+/* A baseline's time for the reward: its median, or, where it was re-timed interleaved with the
+ * candidate at a threshold, the candidate's median times the rounds' median speed-up (so the
+ * speed-up the reward sees is the interleaved one). */
+static double decided_baseline(const json_t *timing, const char *mode, double t_candidate)
+{
+	const json_t *inter = json_object_get(
+		json_object_get(json_object_get(timing, "decision"), mode), "interleaved");
+	const json_t *s = json_object_get(inter, "speedup");
+	if (json_is_number(s) && json_number_value(s) > 0 && t_candidate > 0)
+		return t_candidate * json_number_value(s);
+	return median_of(json_object_get(timing, mode));
 }
 
 static void step_reward(struct run *r)
@@ -1246,8 +1261,8 @@ static void step_reward(struct run *r)
 	in.compiled = json_is_true(json_object_get(r->result, "compiled"));
 	in.correct = json_is_true(json_object_get(r->result, "correct"));
 	in.t_candidate_ms = median_of(json_object_get(timing, "candidate"));
-	in.t_eager_ms = median_of(json_object_get(timing, "eager"));
-	in.t_compile_ms = median_of(json_object_get(timing, "compile"));
+	in.t_eager_ms = decided_baseline(timing, "eager", in.t_candidate_ms);
+	in.t_compile_ms = decided_baseline(timing, "compile", in.t_candidate_ms);
 	reward_compute(&in, &out);
 	if (out.reward == 0) {
 		json_object_set_new(r->result, "reward", json_null());
@@ -1464,9 +1479,11 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 	if (step_verify(r) == 0 && r->timing_wanted && step_time_candidate(r) == 0 &&
 	    r->profile_wanted)
 		step_profile(r);
-	step_finish(r, true);
+	/* The baselines, and a re-timing at a threshold, while the candidate's process is still
+	 * there (stopped: its watchdog counts only the time it runs). */
 	if (r->timed)
 		step_timing_result(r);
+	step_finish(r, true);
 	if (r->profile_wanted && r->verify_ok)
 		step_profile_result(r);
 	data_close(r);

@@ -27,6 +27,11 @@
 
 enum eval_mode { EVAL_COMPILE, EVAL_VERIFY, EVAL_PROFILE, EVAL_FULL };
 
+/* When the candidate and a baseline are re-timed interleaved before the reward is decided
+ * (docs/evaluation.md, "Decisions at the thresholds"): when the speed-up's interval holds the
+ * threshold (auto, the default), for every timed evaluation, or never. */
+enum eval_interleave { EVAL_INTERLEAVE_AUTO = 0, EVAL_INTERLEAVE_ALWAYS, EVAL_INTERLEAVE_NEVER };
+
 struct eval_opts {
 	enum eval_mode mode;
 	const char *task_dir;
@@ -50,6 +55,7 @@ struct eval_opts {
 				       Native candidates are judged under cuda-agent only */
 	bool rules_by_format;       /* no --rules given to bench: KernelBench files are judged
 				       under kernelbench, other formats under cuda-agent */
+	enum eval_interleave interleave; /* --interleave: decisions at the thresholds */
 };
 
 struct eval_session {

@@ -1,6 +1,9 @@
 #include "eval/reward.h"
 
+#include <math.h>
 #include <string.h>
+
+#include "util/diag.h"
 
 static bool faster(double t, double t0)
 {
@@ -35,6 +38,22 @@ void reward_compute(const struct reward_input *in, struct reward_output *out)
 		out->reward = 2;
 	else
 		out->reward = 1;
+}
+
+int reward_interval(double t_ms, double se_ms, double t_base_ms, double se_base_ms,
+		    struct reward_interval *out)
+{
+	double u;
+	memset(out, 0, sizeof *out);
+	if (!(t_ms > 0) || !(t_base_ms > 0) || !(se_ms >= 0) || !(se_base_ms >= 0) ||
+	    !isfinite(t_ms) || !isfinite(t_base_ms) || !isfinite(se_ms) || !isfinite(se_base_ms))
+		return CA_ERR_INVALID;
+	u = sqrt(pow(se_ms / t_ms, 2) + pow(se_base_ms / t_base_ms, 2));
+	out->speedup = t_base_ms / t_ms;
+	out->lo = out->speedup * fmax(0.0, 1.0 - 2.0 * u);
+	out->hi = out->speedup * (1.0 + 2.0 * u);
+	out->near = out->lo <= CA_REWARD_THRESHOLD && CA_REWARD_THRESHOLD <= out->hi;
+	return 0;
 }
 
 const char *reward_explain(const struct reward_output *out)

@@ -28,6 +28,21 @@ struct reward_output {
 };
 
 void reward_compute(const struct reward_input *in, struct reward_output *out);
+
+/* The speed-up at which "faster" begins: 1 / (1 - CA_REWARD_MARGIN), about 1.0526. */
+#define CA_REWARD_THRESHOLD (1.0 / (1.0 - CA_REWARD_MARGIN))
+
+/* A speed-up t_base / t and its interval from the two medians' standard errors:
+ * s * (1 -+ 2u), u = sqrt((se/t)^2 + (se_base/t_base)^2). near: the interval holds
+ * CA_REWARD_THRESHOLD, so the two medians alone cannot decide which side of it the kernel is
+ * on (docs/evaluation.md, "Decisions at the thresholds"). */
+struct reward_interval {
+	double speedup, lo, hi;
+	bool near;
+};
+/* 0, or CA_ERR_INVALID when a time is not positive or an error is negative or not finite. */
+int reward_interval(double t_ms, double se_ms, double t_base_ms, double se_base_ms,
+		    struct reward_interval *out);
 /* One sentence explaining the reward. */
 const char *reward_explain(const struct reward_output *out);
 

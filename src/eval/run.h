@@ -149,6 +149,11 @@ int step_time_candidate(struct run *r);
 void step_profile(struct run *r);
 /* The baselines: cached, or measured with the same loop (the bridge as callee). */
 int step_baselines(struct run *r, json_t **baselines, bool *cached);
+/* Decisions at the thresholds (docs/evaluation.md): for each baseline whose speed-up's interval
+ * holds CA_REWARD_THRESHOLD (or always, or never: o->interleave), re-times the candidate (its
+ * process still running) and the baseline in alternating rounds and records timing.decision.
+ * 0, or -1 with the reason set (a check failed in a round). */
+int step_decide(struct run *r, json_t *timing);
 json_t *timing_summary(const struct loop_result *t, const struct loop_calibration *cal,
 		       size_t flush_bytes);
 

@@ -41,6 +41,15 @@ run "the same file under the cuda-agent rules" 1 "$cli" eval --device cpu --budg
   --trials 2 --json "$data/task" "$data/kb_rules.py"
 field "cuda-agent rules: parameters matched by name" 'r["rules"] == "cuda-agent" and r["reason"]["code"] == "candidate.params_mismatch" and "missing bias" in r["reason"]["message"] and r["reward"] == -1'
 
+# Decisions at the thresholds (docs/evaluation.md): forced here, as CPU times decide nothing.
+run "eval with --interleave always" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
+  --rules kernelbench --interleave always --json "$data/task" "$data/kb_rules.py"
+field "interleaved rounds against both baselines, and the reward uses them" 'all(r["timing"]["decision"][m]["retimed"] is True and r["timing"]["decision"][m]["interleaved"]["rounds"] == 5 and len(r["timing"]["decision"][m]["interleaved"]["speedups"]) == 5 and r["timing"]["decision"][m]["interleaved"]["interval"][0] <= r["timing"]["decision"][m]["interleaved"]["speedup"] <= r["timing"]["decision"][m]["interleaved"]["interval"][1] for m in ("eager", "compile")) and abs(r["timing"]["speedup_eager"] - r["timing"]["decision"]["eager"]["interleaved"]["speedup"]) < 1e-9 and r["reward"] in (1, 2, 3)'
+run "eval with --interleave never" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
+  --rules kernelbench --interleave never --json "$data/task" "$data/kb_rules.py"
+field "never: the interval is reported, nothing re-timed" 'all(d["retimed"] is False and "interleaved" not in d and d["interval"][0] <= d["speedup"] <= d["interval"][1] and abs(d["threshold"] - 1 / 0.95) < 1e-6 for d in r["timing"]["decision"].values())'
+run "--interleave with a bad value" 2 "$cli" eval --interleave sometimes "$data/task" "$data/kb_rules.py"
+
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "eval/reward.h"
+#include "util/diag.h"
 
 #define assert_near(a, b, eps) assert_true(fabs((double)(a) - (double)(b)) <= (eps))
 
@@ -186,6 +187,35 @@ static void test_explain(void **state)
 	assert_string_equal(reward_explain(&o), texts[0]);
 }
 
+/* The interval around a speed-up, and whether it holds the threshold (1/0.95). */
+static void test_interval_near_threshold(void **state)
+{
+	struct reward_interval iv;
+	(void)state;
+	/* 1.05x with 1% errors on each side: u = 1.414%, the interval 1.0203..1.0797 holds 1.0526 */
+	assert_int_equal(reward_interval(1.0, 0.01, 1.05, 0.0105, &iv), 0);
+	assert_near(iv.speedup, 1.05, 1e-12);
+	assert_near(iv.lo, 1.05 * (1 - 2 * sqrt(2) * 0.01), 1e-9);
+	assert_near(iv.hi, 1.05 * (1 + 2 * sqrt(2) * 0.01), 1e-9);
+	assert_true(iv.near);
+	/* 1.04x measured to 0.1%: 1.0371..1.0429, below the threshold, decided by the medians */
+	assert_int_equal(reward_interval(1.0, 0.001, 1.04, 0.00104, &iv), 0);
+	assert_false(iv.near);
+	assert_true(iv.hi < CA_REWARD_THRESHOLD);
+	/* far from it: 2x with 5% errors */
+	assert_int_equal(reward_interval(1.0, 0.05, 2.0, 0.1, &iv), 0);
+	assert_false(iv.near);
+	/* huge errors: the lower end stops at 0, and the interval holds the threshold */
+	assert_int_equal(reward_interval(1.0, 1.0, 1.0, 1.0, &iv), 0);
+	assert_near(iv.lo, 0.0, 0.0);
+	assert_true(iv.near);
+	/* bad input */
+	assert_int_equal(reward_interval(0.0, 0.1, 1.0, 0.1, &iv), CA_ERR_INVALID);
+	assert_int_equal(reward_interval(1.0, -0.1, 1.0, 0.1, &iv), CA_ERR_INVALID);
+	assert_int_equal(reward_interval(1.0, 0.1, NAN, 0.1, &iv), CA_ERR_INVALID);
+	assert_near(CA_REWARD_THRESHOLD, 1.0 / 0.95, 1e-12);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -198,6 +228,7 @@ int main(void)
 		cmocka_unit_test(test_untimed),
 		cmocka_unit_test(test_no_compile_baseline),
 		cmocka_unit_test(test_explain),
+		cmocka_unit_test(test_interval_near_threshold),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
