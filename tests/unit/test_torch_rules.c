@@ -708,7 +708,9 @@ static void test_python_checks(void **state)
 	tmp_path(path, sizeof path, "specs.json");
 	const char *inline_args[] = {"inline", path, "--cache", cache, "--arch", "sm_90", NULL};
 	memset(&res, 0, sizeof res);
-	int rc = torch_build_run_checked(py, inline_args, 600.0, TORCH_PROFILE_KERNELBENCH, &res,
+	/* (tampering is refused under every profile; the kernelbench profile would first refuse
+	 * these pybind11-only specs for defining no __global__ kernel) */
+	int rc = torch_build_run_checked(py, inline_args, 600.0, TORCH_PROFILE_CUDA_AGENT, &res,
 					 &modules, &refusal, &d);
 	if (rc)
 		fail_msg("torch_build could not run: %s", d.msg);
