@@ -397,7 +397,7 @@ static void print_degenerate(const struct report *r, FILE *f)
 	free(order);
 }
 
-static const char *kb_verdict(const struct report_task *t)
+const char *report_kb_verdict(const struct report_task *t)
 {
 	if (t->kb_compiled == 0)
 		return "not compiled";
@@ -411,8 +411,7 @@ static void print_kernelbench(const struct report *r, FILE *f)
 	for (size_t i = 0; i < r->count; i++)
 		if (r->tasks[i].kb) {
 			n++;
-			differ += r->tasks[i].kb_correct >= 0 &&
-				  r->tasks[i].passed != (r->tasks[i].kb_correct == 1);
+			differ += report_kb_differ(&r->tasks[i]);
 		}
 	if (n == 0)
 		return;
@@ -434,11 +433,11 @@ static void print_kernelbench(const struct report *r, FILE *f)
 		else
 			snprintf(ours, sizeof ours, "%s (%s)", t->passed ? "correct" : t->reason, rules);
 		if (t->kb_runtime_ms >= 0 && t->kb_correct == 1)
-			snprintf(theirs, sizeof theirs, "%s, %.4g ms", kb_verdict(t), t->kb_runtime_ms);
+			snprintf(theirs, sizeof theirs, "%s, %.4g ms", report_kb_verdict(t), t->kb_runtime_ms);
 		else
-			snprintf(theirs, sizeof theirs, "%s", kb_verdict(t));
+			snprintf(theirs, sizeof theirs, "%s", report_kb_verdict(t));
 		fprintf(f, "  %-40s  %-34s  %s%s\n", t->id, ours, theirs,
-			t->kb_correct >= 0 && t->passed != (t->kb_correct == 1) ? "  <- differ" : "");
+			report_kb_differ(t) ? "  <- differ" : "");
 	}
 	free(order);
 }
@@ -524,8 +523,7 @@ static json_t *kernelbench_json(const struct report *r)
 				       "correctness", tristate_json(t->kb_correct), "runtime_ms",
 				       t->kb_runtime_ms >= 0 ? json_real(t->kb_runtime_ms)
 							     : json_null(),
-				       "differ",
-				       t->kb_correct >= 0 && t->passed != (t->kb_correct == 1)));
+				       "differ", report_kb_differ(t)));
 	}
 	free(order);
 	return out;

@@ -500,9 +500,13 @@ static void task_table(struct sbuf *b, const struct report *r)
 	if (shown < r->count)
 		sb_printf(b, " (the first %zu shown)", shown);
 	sb_puts(b, "</p>\n");
+	bool kb = false; /* KernelBench's own verdicts beside ours (bench/kb_runs.h) */
+	for (size_t i = 0; i < r->count; i++)
+		kb = kb || r->tasks[i].kb;
 	sb_puts(b, "<table id=\"task-table\">\n<thead><tr><th>Task</th><th>Level</th>"
-		   "<th>Result</th><th>Speed-up vs eager</th><th>Speed-up vs compile</th></tr>"
-		   "</thead>\n<tbody>\n");
+		   "<th>Result</th><th>Speed-up vs eager</th><th>Speed-up vs compile</th>");
+	sb_puts(b, kb ? "<th>Rules</th><th>KernelBench's eval</th></tr></thead>\n<tbody>\n"
+		      : "</tr></thead>\n<tbody>\n");
 	for (size_t i = 0; i < shown && !b->err; i++) {
 		const struct report_task *t = &r->tasks[order[i]];
 		char level[32];
@@ -528,6 +532,15 @@ static void task_table(struct sbuf *b, const struct report *r)
 			sb_printf(b, "<td>%.3fx</td>", t->s_compile);
 		else
 			sb_puts(b, "<td>-</td>");
+		if (kb) {
+			sb_puts(b, "<td>");
+			sb_esc(b, t->rules[0] ? t->rules : "-", sizeof t->rules);
+			sb_printf(b, "</td><td class=\"kb%s\">%s", report_kb_differ(t) ? " differ" : "",
+				  t->kb ? report_kb_verdict(t) : "-");
+			if (t->kb && t->kb_correct == 1 && t->kb_runtime_ms >= 0)
+				sb_printf(b, ", %.4g ms", t->kb_runtime_ms);
+			sb_puts(b, report_kb_differ(t) ? " (differs)</td>" : "</td>");
+		}
 		sb_puts(b, "</tr>\n");
 	}
 	sb_puts(b, "</tbody>\n</table>\n");

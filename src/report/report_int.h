@@ -27,6 +27,15 @@ struct report_task {
 	double kb_runtime_ms;               /* < 0: none */
 };
 
+/* KernelBench's verdict on a task, as shown: "correct", "incorrect", "not compiled",
+ * "no verdict". */
+const char *report_kb_verdict(const struct report_task *t);
+/* Whether our verdict and KernelBench's differ on correctness. */
+static inline bool report_kb_differ(const struct report_task *t)
+{
+	return t->kb && t->kb_correct >= 0 && t->passed != (t->kb_correct == 1);
+}
+
 struct report {
 	struct report_task *tasks;
 	size_t count, cap;
