@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -883,6 +884,30 @@ static int twin_start(struct run *r, const char *worker, double limit)
 	return 0;
 }
 
+/* Diagnostics (docs/security.md, "The outside bound"): with CUDA_AGENT_PIN_PROCESSES=1 the
+ * candidate's process and its reference process start on one CPU (the last one this thread may
+ * use; the candidate's seccomp filter keeps it there), so that their host costs drift together
+ * between calibration and the timed loop. Off by default until measured on a GPU host. Returns
+ * the CPU, or -1 (nothing changed). */
+static int pin_begin(cpu_set_t *saved)
+{
+	const char *v = getenv("CUDA_AGENT_PIN_PROCESSES");
+	cpu_set_t one;
+	size_t last = 0;
+	bool any = false;
+	if (!v || strcmp(v, "1") != 0 || sched_getaffinity(0, sizeof *saved, saved) != 0 ||
+	    CPU_COUNT(saved) < 2)
+		return -1;
+	for (size_t c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, saved)) {
+			last = c;
+			any = true;
+		}
+	CPU_ZERO(&one);
+	CPU_SET(last, &one);
+	return any && sched_setaffinity(0, sizeof one, &one) == 0 ? (int)last : -1;
+}
+
 /* Waits for the reference process's hello: after the candidate's process is spawned, so that
  * the two make their CUDA contexts at the same time. */
 static int twin_hello(struct run *r)
@@ -1019,10 +1044,20 @@ static int step_start(struct run *r)
 		const char *more[] = {plan_path, lib_dir, r->task.dir, r->cand_path, NULL};
 		nb = python_binds(rt, more, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
 	}
-	if (twin && twin_start(r, worker, limit))
+	cpu_set_t saved_cpus;
+	r->pinned_cpu = pin_begin(&saved_cpus);
+	if (twin && twin_start(r, worker, limit)) {
+		if (r->pinned_cpu >= 0)
+			(void)sched_setaffinity(0, sizeof saved_cpus, &saved_cpus);
 		return -1;
+	}
 	rc = spawn_candidate(r, native ? native_argv : py_argv, binds, (size_t)nb,
 			     native ? NULL : py_env, r->err_path, limit, &r->sb, &r->child, &d);
+	if (r->pinned_cpu >= 0) { /* this thread goes back to every CPU it had */
+		(void)sched_setaffinity(0, sizeof saved_cpus, &saved_cpus);
+		ca_log_info("the candidate's and the reference process run on CPU %d",
+			    r->pinned_cpu);
+	}
 	data_release_fds(r); /* the process holds its own copies now */
 	if (rc) {
 		set_reason(r, r->sandboxed ? "env.sandbox" : "env.no_worker",
@@ -1287,6 +1322,8 @@ static void step_env(struct run *r)
 	char host[256] = "";
 	gethostname(host, sizeof host - 1);
 	json_object_set_new(env, "host", json_string(host));
+	if (r->pinned_cpu >= 0)
+		json_object_set_new(env, "pinned_cpu", json_integer(r->pinned_cpu));
 	if (r->s->bridge_started && r->s->bridge.ready) {
 		json_object_set_new(env, "torch", json_string(r->s->bridge.torch_version));
 		json_object_set_new(env, "python", json_string(r->s->bridge.python_version));
@@ -1424,6 +1461,7 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 	for (int k = 0; k < o->protocol.trials; k++)
 		r->trial_seeds[k] = secret_seed();
 	r->timing_model_seed = secret_seed();
+	r->pinned_cpu = -1;
 	for (int i = 0; i < o->protocol.rotation_sets; i++)
 		r->rotation_seeds[i] = secret_seed();
 	for (int i = 0; i < o->protocol.timing.checks; i++)

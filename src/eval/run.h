@@ -68,6 +68,8 @@ struct run {
 	char work[PATH_MAX]; /* the candidate process's writable directory (torch caches) */
 	enum candidate_format format;
 	enum torch_profile rules;   /* the rules that judge it (o->rules, resolved by format) */
+	int pinned_cpu;             /* CUDA_AGENT_PIN_PROCESSES: the CPU of the candidate's and the
+				       reference process, -1 when not pinned */
 	char cand_path[PATH_MAX];
 	json_t *modules;        /* torch formats: torch_build's modules ({name, key, library}) */
 	json_t *inline_modules; /* kernelbench: spec key -> the run's copy of the module */

@@ -187,6 +187,16 @@ int sandbox_seccomp_build_spec(const struct sandbox_seccomp_spec *spec,
 		goto out;
 	}
 	n++;
+	/* The candidate's process keeps the CPUs it was started on: moving itself to another core
+	 * would change the host cost of its windows next to its reference process's
+	 * (docs/security.md, "The outside bound"). EPERM, not a kill: OpenMP runtimes try it. */
+	if ((e = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(sched_setaffinity), 0)) !=
+	    0) {
+		rc = ca_fail(d, CA_ERR_UNSUPPORTED,
+			     "seccomp: cannot add the sched_setaffinity rule: %s", strerror(-e));
+		goto out;
+	}
+	n++;
 	if (spec->wx) {
 		if ((rc = sandbox_wx_seccomp_rules(ctx, spec->wx_mprotect_exec, &n_wx, d)) != 0)
 			goto out;

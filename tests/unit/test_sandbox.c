@@ -113,6 +113,9 @@ static const char helper_src[] =
 	"      long p = syscall(SYS_clone3, &ca, sizeof ca); if (p == 0) _exit(5); int st = 0;\n"
 	"      if (p > 0) waitpid((pid_t)p, &st, 0);\n"
 	"      printf(\"clone3 %s\\n\", p > 0 ? \"ok\" : en(errno));\n"
+	"    } else if (!strcmp(c, \"affinity\")) {\n"
+	"      cpu_set_t set; CPU_ZERO(&set); sched_getaffinity(0, sizeof set, &set);\n"
+	"      printf(\"affinity %s\\n\", sched_setaffinity(0, sizeof set, &set) == 0 ? \"ok\" : en(errno));\n"
 	"    } else if (!strcmp(c, \"exec\")) {\n"
 	"      char *const args[] = {argv[0], \"pid\", NULL}; execve(argv[0], args, environ);\n"
 	"      printf(\"exec %s\\n\", en(errno));\n"
@@ -776,9 +779,10 @@ static void test_seccomp(void **state)
 	}
 	/* what the worker needs still works: AF_UNIX sockets, threads (pthread_create tries
 	 * clone3, gets ENOSYS, falls back to clone with CLONE_THREAD); clone3 fails softly */
-	const char *ok[] = {"unix", "thread", "clone3", NULL};
+	const char *ok[] = {"unix", "thread", "clone3", "affinity", NULL};
 	assert_int_equal(run_helper(&o, ok, out, sizeof out, &fate, &d), 0);
-	assert_string_equal(out, "unix ok\nthread ok\nclone3 ENOSYS\nend");
+	/* (sched_setaffinity fails softly: the process keeps the CPUs it was given) */
+	assert_string_equal(out, "unix ok\nthread ok\nclone3 ENOSYS\naffinity EPERM\nend");
 	assert_int_equal(fate.term_signal, 0);
 	assert_int_equal(fate.exit_code, 0);
 	{
@@ -790,10 +794,11 @@ static void test_seccomp(void **state)
 
 	/* the same calls without the filter are not killed (the test can fail) */
 	o.disable = SANDBOX_BIT(SANDBOX_SECCOMP);
-	const char *free_cmds[] = {"inet", "ptrace", "uring", NULL};
+	const char *free_cmds[] = {"inet", "ptrace", "uring", "affinity", NULL};
 	assert_int_equal(run_helper(&o, free_cmds, out, sizeof out, &fate, &d), 0);
 	assert_int_equal(fate.term_signal, 0);
 	assert_non_null(strstr(out, "inet ok\n"));
+	assert_non_null(strstr(out, "affinity ok\n"));
 	assert_non_null(strstr(out, "\nend")); /* io_uring may be switched off by a sysctl */
 	/* (a separate run: after PTRACE_TRACEME a child's SIGCHLD would stop the helper) */
 	const char *free_procs[] = {"inet", "rawfork", "vfork", "clone3",
