@@ -35,6 +35,19 @@ static const char bench_usage[] =
 	"\n"
 	"evaluation (every task is evaluated as `cuda-agent eval` does)";
 
+/* *out = v when it is a whole number in [lo, hi]; else -1 with a one-line message. */
+static int whole_number(const char *name, const char *v, int lo, int hi, int *out)
+{
+	char *end = NULL;
+	long n = strtol(v, &end, 10);
+	if (end == v || *end || n < lo || n > hi) {
+		fprintf(stderr, "cuda-agent: %s takes a number %d-%d\n", name, lo, hi);
+		return -1;
+	}
+	*out = (int)n;
+	return 0;
+}
+
 /* Takes the bench-only options out of argv (in place); the rest goes to the shared parser. */
 static int take_bench_options(int *argc, char **argv, struct bench_opts *b)
 {
@@ -57,23 +70,11 @@ static int take_bench_options(int *argc, char **argv, struct bench_opts *b)
 						  &missing))) {
 			b->kb_results = v;
 		} else if ((v = cli_option_value(*argc, argv, &i, "--sample", &missing))) {
-			char *end = NULL;
-			long n = strtol(v, &end, 10);
-			if (*end || n < 0 || n > KB_MAX_SAMPLE) {
-				fprintf(stderr, "cuda-agent: --sample takes a number 0-%d\n",
-					KB_MAX_SAMPLE);
+			if (whole_number("--sample", v, 0, KB_MAX_SAMPLE, &b->sample))
 				return EXIT_USAGE;
-			}
-			b->sample = (int)n;
 		} else if ((v = cli_option_value(*argc, argv, &i, "--jobs", &missing))) {
-			char *end = NULL;
-			long n = strtol(v, &end, 10);
-			if (*end || n < 1 || n > BENCH_MAX_JOBS) {
-				fprintf(stderr, "cuda-agent: --jobs takes a number 1-%d\n",
-					BENCH_MAX_JOBS);
+			if (whole_number("--jobs", v, 1, BENCH_MAX_JOBS, &b->jobs))
 				return EXIT_USAGE;
-			}
-			b->jobs = (int)n;
 		} else if (missing) {
 			fprintf(stderr, "cuda-agent: %s needs a value\n", argv[i]);
 			return EXIT_USAGE;

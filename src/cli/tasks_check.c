@@ -38,6 +38,16 @@ static int collect(const struct task_record *r, void *arg)
 	return 0;
 }
 
+/* One line of JSON on stdout; takes j (NULL: nothing is printed). */
+static void put_json(json_t *j)
+{
+	char *out = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	if (out)
+		puts(out);
+	free(out);
+	json_decref(j);
+}
+
 /* "zeros (max |y| 1.2e-09, atol 0.01)" from the bridge's degenerate object. */
 static void describe_degenerate(const json_t *deg, char *out, size_t size)
 {
@@ -134,12 +144,7 @@ int tasks_check_run(struct task_store *s, const struct task_filter *f,
 			degenerate++;
 			per_level[r->level >= 0 && r->level < CHECK_LEVELS ? r->level : CHECK_LEVELS]++;
 			if (o->json) {
-				json_t *j = json_pack("{s:s, s:O}", "id", r->id, "degenerate", deg);
-				char *out = j ? json_dumps(j, JSON_COMPACT) : NULL;
-				if (out)
-					puts(out);
-				free(out);
-				json_decref(j);
+				put_json(json_pack("{s:s, s:O}", "id", r->id, "degenerate", deg));
 			} else {
 				describe_degenerate(deg, line, sizeof line);
 				printf("%s: %s\n", r->id, line);
@@ -171,15 +176,10 @@ summary:
 					   off ? ", " : "", per_level[l]);
 		}
 		if (o->json) {
-			json_t *j = json_pack("{s:I, s:I, s:I, s:f}", "checked",
-					      (json_int_t)(p.n - failed), "degenerate",
-					      (json_int_t)degenerate, "failed", (json_int_t)failed,
-					      "seconds", ca_now() - t0);
-			char *out = j ? json_dumps(j, JSON_COMPACT) : NULL;
-			if (out)
-				puts(out);
-			free(out);
-			json_decref(j);
+			put_json(json_pack("{s:I, s:I, s:I, s:f}", "checked",
+					   (json_int_t)(p.n - failed), "degenerate",
+					   (json_int_t)degenerate, "failed", (json_int_t)failed,
+					   "seconds", ca_now() - t0));
 		} else {
 			printf("checked %zu task%s: %zu degenerate%s%s%s, %zu could not run (%.1f s)\n",
 			       p.n - failed, p.n - failed == 1 ? "" : "s", degenerate,
