@@ -884,28 +884,26 @@ static int twin_start(struct run *r, const char *worker, double limit)
 	return 0;
 }
 
-/* Diagnostics (docs/security.md, "The outside bound"): with CUDA_AGENT_PIN_PROCESSES=1 the
- * candidate's process and its reference process start on one CPU (the last one this thread may
- * use; the candidate's seccomp filter keeps it there), so that their host costs drift together
- * between calibration and the timed loop. Off by default until measured on a GPU host. Returns
- * the CPU, or -1 (nothing changed). */
-static int pin_begin(cpu_set_t *saved)
+/* On a GPU the candidate's process and its reference process start on one CPU claimed for this
+ * evaluation (eval/cpu_claim.h says why); the supervisor's thread leaves that CPU to them. */
+static void pin_begin(struct run *r, bool twin)
 {
-	const char *v = getenv("CUDA_AGENT_PIN_PROCESSES");
-	cpu_set_t one;
-	size_t last = 0;
-	bool any = false;
-	if (!v || strcmp(v, "1") != 0 || sched_getaffinity(0, sizeof *saved, saved) != 0 ||
-	    CPU_COUNT(saved) < 2)
-		return -1;
-	for (size_t c = 0; c < CPU_SETSIZE; c++)
-		if (CPU_ISSET(c, saved)) {
-			last = c;
-			any = true;
-		}
-	CPU_ZERO(&one);
-	CPU_SET(last, &one);
-	return any && sched_setaffinity(0, sizeof one, &one) == 0 ? (int)last : -1;
+	char base[PATH_MAX], dir[PATH_MAX];
+	struct ca_diag d = {{0}};
+	if (!twin || !cpu_claim_wanted() || runs_base(base, sizeof base, &d) ||
+	    pathf(dir, sizeof dir, "%s/cpu-claims", base) || ca_mkdirs(base, 0700, &d) ||
+	    cpu_claim_take(&r->cpu, dir) || cpu_claim_pin_spawn(&r->cpu))
+		cpu_claim_release(&r->cpu);
+}
+
+/* After the spawns: the supervisor's thread runs on every other CPU it had. */
+static void pin_spawned(struct run *r)
+{
+	if (r->cpu.cpu < 0)
+		return;
+	cpu_claim_leave(&r->cpu);
+	ca_log_info("the candidate's and the reference process run on CPU %d%s", r->cpu.cpu,
+		    r->cpu.lock_fd < 0 ? " (shared with other evaluations)" : "");
 }
 
 /* Waits for the reference process's hello: after the candidate's process is spawned, so that
@@ -1044,20 +1042,14 @@ static int step_start(struct run *r)
 		const char *more[] = {plan_path, lib_dir, r->task.dir, r->cand_path, NULL};
 		nb = python_binds(rt, more, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
 	}
-	cpu_set_t saved_cpus;
-	r->pinned_cpu = pin_begin(&saved_cpus);
+	pin_begin(r, twin);
 	if (twin && twin_start(r, worker, limit)) {
-		if (r->pinned_cpu >= 0)
-			(void)sched_setaffinity(0, sizeof saved_cpus, &saved_cpus);
+		cpu_claim_release(&r->cpu);
 		return -1;
 	}
 	rc = spawn_candidate(r, native ? native_argv : py_argv, binds, (size_t)nb,
 			     native ? NULL : py_env, r->err_path, limit, &r->sb, &r->child, &d);
-	if (r->pinned_cpu >= 0) { /* this thread goes back to every CPU it had */
-		(void)sched_setaffinity(0, sizeof saved_cpus, &saved_cpus);
-		ca_log_info("the candidate's and the reference process run on CPU %d",
-			    r->pinned_cpu);
-	}
+	pin_spawned(r);
 	data_release_fds(r); /* the process holds its own copies now */
 	if (rc) {
 		set_reason(r, r->sandboxed ? "env.sandbox" : "env.no_worker",
@@ -1322,8 +1314,8 @@ static void step_env(struct run *r)
 	char host[256] = "";
 	gethostname(host, sizeof host - 1);
 	json_object_set_new(env, "host", json_string(host));
-	if (r->pinned_cpu >= 0)
-		json_object_set_new(env, "pinned_cpu", json_integer(r->pinned_cpu));
+	if (r->cpu.cpu >= 0)
+		json_object_set_new(env, "pinned_cpu", json_integer(r->cpu.cpu));
 	if (r->s->bridge_started && r->s->bridge.ready) {
 		json_object_set_new(env, "torch", json_string(r->s->bridge.torch_version));
 		json_object_set_new(env, "python", json_string(r->s->bridge.python_version));
@@ -1395,6 +1387,7 @@ static json_t *new_result(const struct eval_opts *o)
 static void run_free(struct run *r)
 {
 	step_finish(r, false);
+	cpu_claim_release(&r->cpu);
 	data_close(r);
 	if (r->dir[0] && !r->o->keep_run_dir)
 		ca_remove_tree(r->dir, NULL);
@@ -1461,7 +1454,7 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 	for (int k = 0; k < o->protocol.trials; k++)
 		r->trial_seeds[k] = secret_seed();
 	r->timing_model_seed = secret_seed();
-	r->pinned_cpu = -1;
+	cpu_claim_init(&r->cpu);
 	for (int i = 0; i < o->protocol.rotation_sets; i++)
 		r->rotation_seeds[i] = secret_seed();
 	for (int i = 0; i < o->protocol.timing.checks; i++)

@@ -19,6 +19,7 @@
 
 #include "build/build.h"
 #include "device/device.h"
+#include "eval/cpu_claim.h"
 #include "eval/eval.h"
 #include "eval/proc.h"
 #include "protocol/layout.h"
@@ -68,8 +69,8 @@ struct run {
 	char work[PATH_MAX]; /* the candidate process's writable directory (torch caches) */
 	enum candidate_format format;
 	enum torch_profile rules;   /* the rules that judge it (o->rules, resolved by format) */
-	int pinned_cpu;             /* CUDA_AGENT_PIN_PROCESSES: the CPU of the candidate's and the
-				       reference process, -1 when not pinned */
+	struct cpu_claim cpu;       /* the CPU of the candidate's and the reference process
+				       (cpu -1 when not pinned) */
 	char cand_path[PATH_MAX];
 	json_t *modules;        /* torch formats: torch_build's modules ({name, key, library}) */
 	json_t *inline_modules; /* kernelbench: spec key -> the run's copy of the module */

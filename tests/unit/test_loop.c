@@ -29,11 +29,13 @@
 
 #include "device/device.h"
 #include "device/prep.h"
+#include "eval/cpu_claim.h"
 #include "eval/proc.h"
 #include "protocol/loop.h"
 #include "protocol/sample.h"
 #include "protocol/wire.h"
 #include "util/clock.h"
+#include "util/fs.h"
 
 #define N_ELEMS 4096
 #define N_SETS 3
@@ -687,6 +689,51 @@ static void test_perturbation_keeps_structure(void **state)
 	close(fd);
 }
 
+/* Evaluations running at once claim different CPUs (flock), share the last one when all are
+ * taken, and a released CPU can be claimed again; too few CPUs: no claim. */
+static void test_cpu_claims(void **state)
+{
+	char dir[] = "/tmp/ca-test-cpu-claim-XXXXXX";
+	struct cpu_claim a, b, c, d;
+	cpu_set_t cpus;
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	CPU_ZERO(&cpus);
+	CPU_SET(0, &cpus);
+	CPU_SET(1, &cpus);
+	assert_int_equal(cpu_claim_take_from(&a, &cpus, dir), -1);
+	assert_int_equal(a.cpu, -1);
+	cpu_claim_release(&a);
+	CPU_SET(5, &cpus);
+	assert_int_equal(cpu_claim_take_from(&a, &cpus, dir), 0);
+	assert_int_equal(a.cpu, 5);
+	assert_true(a.lock_fd >= 0);
+	assert_int_equal(cpu_claim_take_from(&b, &cpus, dir), 0);
+	assert_int_equal(b.cpu, 1);
+	assert_int_equal(cpu_claim_take_from(&c, &cpus, dir), 0);
+	assert_int_equal(c.cpu, 0);
+	assert_int_equal(cpu_claim_take_from(&d, &cpus, dir), 0);
+	assert_int_equal(d.cpu, 5); /* all taken: the last one, shared, without a lock */
+	assert_int_equal(d.lock_fd, -1);
+	d.saved_valid = false; /* these sets are made up: never applied to this thread */
+	cpu_claim_release(&d);
+	b.saved_valid = false;
+	cpu_claim_release(&b);
+	assert_int_equal(cpu_claim_take_from(&d, &cpus, dir), 0);
+	assert_int_equal(d.cpu, 1);
+	assert_true(d.lock_fd >= 0);
+	a.saved_valid = c.saved_valid = d.saved_valid = false;
+	cpu_claim_release(&a);
+	cpu_claim_release(&c);
+	cpu_claim_release(&d);
+	assert_int_equal(a.cpu, -1);
+	cpu_claim_release(&a); /* twice is fine */
+	{
+		struct ca_diag dd = {{0}};
+		assert_int_equal(ca_remove_tree(dir, &dd), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -705,6 +752,7 @@ int main(void)
 		cmocka_unit_test(test_blaming_the_environment_is_tampering),
 		cmocka_unit_test(test_calibration_is_made_before_load),
 		cmocka_unit_test(test_perturbation_keeps_structure),
+		cmocka_unit_test(test_cpu_claims),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,55 @@
+/* cpu_claim: the CPU an evaluation's candidate process and its reference process share
+ * (docs/security.md, "The outside bound's resolution").
+ *
+ * The outside bound pairs every timed call of the candidate's process with an empty call of a
+ * reference process and takes out their offset, calibrated before the candidate was loaded.
+ * Started on CPUs of their own, the two processes' host costs differed by up to 22 us at
+ * calibration and drifted apart by up to 20 us later (the scheduler moves them, cores differ in
+ * frequency and idle depth), which pushed the bound below honest claims, and so let a lie pass.
+ * On one CPU the calibrated offsets stayed within 3 us and the drift was never negative (H200,
+ * 2026-12-02). The candidate cannot move itself away (its seccomp filter refuses
+ * sched_setaffinity).
+ *
+ * A claim is an exclusive flock on DIR/cpu-N.lock, so that evaluations running at the same time
+ * on one host (bench --jobs, several services) take different CPUs while there are enough; when
+ * every CPU is claimed the last one is shared (noisier, still correct). The supervisor's own
+ * thread leaves the claimed CPU to the two processes while they run (cpu_claim_pin_spawn,
+ * cpu_claim_leave).
+ *
+ * Ownership: the claim holds one descriptor (O_CLOEXEC: never inherited) until
+ * cpu_claim_release. */
+#ifndef CA_EVAL_CPU_CLAIM_H
+#define CA_EVAL_CPU_CLAIM_H
+
+#include <sched.h>
+#include <stdbool.h>
+
+#define CPU_CLAIM_MIN_CPUS 3 /* one for the two processes, the rest for the supervisor */
+
+struct cpu_claim {
+	int cpu;     /* -1: none */
+	int lock_fd; /* -1: shared or none */
+	cpu_set_t saved; /* this thread's CPUs before the claim */
+	bool saved_valid;
+};
+
+/* Whether processes should be pinned: CUDA_AGENT_PIN_PROCESSES=0 turns it off (a diagnostic:
+ * the bias measured both ways is in docs/security.md); on otherwise. */
+bool cpu_claim_wanted(void);
+/* Claims a CPU among those this thread may use (at least CPU_CLAIM_MIN_CPUS of them), highest
+ * first, with lock files in lock_dir (created 0700 when missing). 0 with c->cpu >= 0; -1 with
+ * c->cpu == -1 when nothing was claimed (too few CPUs, no affinity). Nothing is pinned yet. */
+int cpu_claim_take(struct cpu_claim *c, const char *lock_dir);
+/* The same from a given set of CPUs (tests). */
+int cpu_claim_take_from(struct cpu_claim *c, const cpu_set_t *cpus, const char *lock_dir);
+/* Pins this thread to the claimed CPU, so that processes spawned now start there. */
+int cpu_claim_pin_spawn(const struct cpu_claim *c);
+/* This thread goes back to its CPUs less the claimed one (all of them when that would leave
+ * none). */
+void cpu_claim_leave(const struct cpu_claim *c);
+/* This thread goes back to every CPU it had; the lock is released. Safe to call twice. */
+void cpu_claim_release(struct cpu_claim *c);
+/* An empty claim (cpu -1), safe to release. */
+void cpu_claim_init(struct cpu_claim *c);
+
+#endif
