@@ -19,7 +19,7 @@ CFLAGS   += -std=c17 $(WARNINGS) -fno-strict-aliasing
 LDLIBS   := -ljansson -lcurl -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-CORE_DIRS := util tensor task build bridge protocol device eval store sandbox report bench workspace agent
+CORE_DIRS := util tensor task build bridge protocol device eval store import sandbox report bench workspace agent
 CORE_SRC  := $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
 CLI_SRC   := $(wildcard src/cli/*.c)
 WORKER_C  := $(wildcard src/worker/*.c)
@@ -47,6 +47,11 @@ CUDA_INC  := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
 .PHONY: $(BUILD)/.gpu-ready
 .PHONY: wxprobe test-wxprobe
+.PHONY: test-includes
+# No include circles and no arrow running back up (docs/architecture.md, "Which way dependencies
+# point").
+test-includes:
+	python3 scripts/check_includes.py
 .PHONY: all cli worker test test-report-render test-examples test-adversarial-build test-faults-build test-bench-build bench-l2 test-unit test-fuzz test-python test-integration test-gpu test-faults test-adversarial fuzz bench clean headers
 all: cli worker
 
@@ -149,7 +154,7 @@ test-fuzz: $(FUZZ_BIN)
 	  else tail -n 30 $(BUILD)/fuzz/$$n.log; echo "FAIL: $$n found a crash (see $(BUILD)/fuzz/)"; exit 1; fi; done
 
 test-python:
-	cd python && $(PYTHON) -m ruff check . && $(PYTHON) -m mypy && $(PYTHON) -m pytest -q tests
+	cd python && $(PYTHON) -m ruff check . ../scripts/check_includes.py && $(PYTHON) -m mypy && $(PYTHON) -m mypy --strict ../scripts/check_includes.py && $(PYTHON) -m pytest -q tests
 
 test-integration: all
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/run.sh
@@ -183,7 +188,7 @@ test-bench-build:
 	  $(NVCC) -O3 -std=c++17 -arch=sm_90 -Werror all-warnings -o $(BUILD)/bench/l2state bench/l2state.cu && \
 	  echo "bench/l2state.cu compiles"; else echo "SKIP: no nvcc, bench/l2state.cu not compiled"; fi
 
-test: test-unit test-wxprobe test-fuzz test-python test-integration test-report-render test-examples test-adversarial-build test-faults-build test-bench-build
+test: test-includes test-unit test-wxprobe test-fuzz test-python test-integration test-report-render test-examples test-adversarial-build test-faults-build test-bench-build
 
 # The GPU suite and the benchmarks use the binaries in $(BUILD); they do not rebuild, so that a
 # build made on a development machine can be carried to a GPU host without -dev packages.

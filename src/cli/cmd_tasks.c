@@ -18,7 +18,7 @@
 #include "cli/commands.h"
 #include "cli/tasks_check.h"
 #include "store/task_store.h"
-#include "task/import.h"
+#include "import/import.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/str.h"

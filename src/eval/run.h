@@ -20,7 +20,7 @@
 #include "build/build.h"
 #include "device/device.h"
 #include "eval/cpu_claim.h"
-#include "eval/eval.h"
+#include "eval/session.h"
 #include "eval/proc.h"
 #include "protocol/layout.h"
 #include "protocol/loop.h"

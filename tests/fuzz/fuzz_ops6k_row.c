@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "task/import.h"
+#include "import/import.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,8 +8,8 @@
  *
  * Input is untrusted: JSONL lines are capped (CA_IMPORT_MAX_LINE), code at 1 MiB, ops at
  * CA_TASK_MAX_OPS names; every name that becomes a path component is sanitized and capped. */
-#ifndef CA_TASK_IMPORT_H
-#define CA_TASK_IMPORT_H
+#ifndef CA_IMPORT_IMPORT_H
+#define CA_IMPORT_IMPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-#include "task/import.h"
+#include "import/import.h"
 
 #include <ctype.h>
 #include <dirent.h>

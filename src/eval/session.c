@@ -1,0 +1,59 @@
+#include "eval/session.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/str.h"
+
+void eval_opts_defaults(struct eval_opts *o)
+{
+	const char *env = getenv("CUDA_AGENT_SANDBOX");
+	memset(o, 0, sizeof *o);
+	o->mode = EVAL_FULL;
+	eval_protocol_defaults(&o->protocol);
+	/* The sandbox is on unless CUDA_AGENT_SANDBOX=0 (or --no-sandbox) turns it off. */
+	o->sandbox = !(env && strcmp(env, "0") == 0);
+}
+
+void eval_session_init(struct eval_session *s, const char *python, const char *device)
+{
+	memset(s, 0, sizeof *s);
+	ca_strlcpy(s->python, python ? python : "", sizeof s->python);
+	ca_strlcpy(s->device, device ? device : "auto", sizeof s->device);
+	s->bridge_opts.python = s->python[0] ? s->python : NULL;
+	s->bridge_opts.device = s->device;
+}
+
+int eval_session_warm(struct eval_session *s, struct ca_diag *d)
+{
+	char cache[PATH_MAX], log[PATH_MAX];
+	int rc;
+	if (s->bridge_started)
+		return 0;
+	rc = ca_cache_dir(cache, sizeof cache, d);
+	if (rc)
+		return rc;
+	if (ca_path_join(log, sizeof log, cache, "bridge.log"))
+		return ca_fail(d, CA_ERR_LIMIT, "cache path too long");
+	s->bridge_opts.stderr_path = ca_log_get_level() >= CA_LOG_DEBUG ? NULL : log;
+	rc = bridge_start(&s->bridge, &s->bridge_opts, d);
+	if (rc)
+		return rc;
+	s->bridge_started = true;
+	return 0;
+}
+
+void eval_session_close(struct eval_session *s)
+{
+	if (s->bridge_started)
+		bridge_stop(&s->bridge);
+	s->bridge_started = false;
+	if (s->cache_open)
+		baseline_cache_close(&s->cache);
+	s->cache_open = false;
+	free(s->py);
+	s->py = NULL;
+}
