@@ -49,9 +49,10 @@ CUDA_INC  := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 .PHONY: wxprobe test-wxprobe
 .PHONY: test-includes
 # No include circles and no arrow running back up (docs/architecture.md, "Which way dependencies
-# point").
+# point"); every reason code registered (src/protocol/reasons.c) and documented.
 test-includes:
 	python3 scripts/check_includes.py
+	python3 scripts/check_reasons.py
 .PHONY: all cli worker test test-report-render test-examples test-adversarial-build test-faults-build test-bench-build bench-l2 test-unit test-fuzz test-python test-integration test-gpu test-faults test-adversarial fuzz bench clean headers
 all: cli worker
 
@@ -154,7 +155,7 @@ test-fuzz: $(FUZZ_BIN)
 	  else tail -n 30 $(BUILD)/fuzz/$$n.log; echo "FAIL: $$n found a crash (see $(BUILD)/fuzz/)"; exit 1; fi; done
 
 test-python:
-	cd python && $(PYTHON) -m ruff check . ../scripts/check_includes.py && $(PYTHON) -m mypy && $(PYTHON) -m mypy --strict ../scripts/check_includes.py && $(PYTHON) -m pytest -q tests
+	cd python && $(PYTHON) -m ruff check . ../scripts/check_includes.py ../scripts/check_reasons.py && $(PYTHON) -m mypy && $(PYTHON) -m mypy --strict ../scripts/check_includes.py ../scripts/check_reasons.py && $(PYTHON) -m pytest -q tests
 
 test-integration: all
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/run.sh

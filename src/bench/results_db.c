@@ -1,4 +1,5 @@
 #include "bench/results_db.h"
+#include "protocol/reasons.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@ bool results_reason_final(const char *code)
 {
 	if (!code)
 		return false;
-	return strncmp(code, "env.", 4) != 0 && strcmp(code, "internal") != 0;
+	return reason_class_of(code) != REASON_ENV && reason_class_of(code) != REASON_INTERNAL;
 }
 
 int results_db_open(struct results_db *r, const char *path, struct ca_diag *d)

@@ -65,7 +65,7 @@ const char *build_status_code(enum build_status s)
 	case BUILD_NO_SOURCES: return "build.no_sources";
 	case BUILD_TIMEOUT: return "build.timeout";
 	}
-	return "build.unknown";
+	return "internal"; /* not reached: every status is above */
 }
 
 /* ---- small text helpers ------------------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "protocol/reasons.h"
 #include "util/log.h"
 #include "util/str.h"
 #include "workspace/workspace.h"
@@ -48,11 +49,11 @@ static int exit_code(const char *code)
 		return EXIT_OK;
 	if (strcmp(code, "usage") == 0)
 		return EXIT_USAGE;
-	if (strncmp(code, "task.", 5) == 0)
-		return EXIT_TASK;
-	if (strncmp(code, "env.", 4) == 0)
-		return EXIT_ENV;
-	return EXIT_INTERNAL;
+	switch (reason_class_of(code)) {
+	case REASON_TASK: return EXIT_TASK;
+	case REASON_ENV: return EXIT_ENV;
+	default: return EXIT_INTERNAL;
+	}
 }
 
 static int workspace_new(int argc, char **argv)
@@ -108,7 +109,7 @@ static int workspace_new(int argc, char **argv)
 	o.dir = argv[optind + 1];
 	rc = workspace_create(&o, &rep, &d);
 	if (rc) {
-		if (strncmp(rep.code, "task.", 5) == 0)
+		if (reason_class_of(rep.code) == REASON_TASK)
 			fprintf(stderr, "cuda-agent: %s: %s\n", rep.code, d.msg);
 		else
 			fprintf(stderr, "cuda-agent: %s\n", d.msg);

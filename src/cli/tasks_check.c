@@ -1,5 +1,6 @@
 /* tasks_check: the degeneracy check of stored tasks (tasks_check.h). */
 #include "cli/tasks_check.h"
+#include "protocol/reasons.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -119,7 +120,7 @@ int tasks_check_run(struct task_store *s, const struct task_filter *f,
 		rc = bridge_call(&b, "describe", req, DESCRIBE_TIMEOUT_S, &res, code, sizeof code,
 				 &d);
 		json_decref(req);
-		if (rc == CA_ERR_INVALID && strncmp(code, "task.", 5) == 0) {
+		if (rc == CA_ERR_INVALID && reason_class_of(code) == REASON_TASK) {
 			fprintf(stderr, "cuda-agent: %s: %s: %s\n", r->id, code, d.msg);
 			failed++;
 			continue;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "device/prep.h"
+#include "protocol/reasons.h"
 #include "eval/compare.h"
 #include "eval/run.h"
 #include "util/clock.h"
@@ -344,7 +345,7 @@ int data_check(struct run *r, int input, json_t *entry)
 			 &res, code, sizeof code, &d);
 	json_decref(req);
 	if (rc) {
-		set_reason(r, code[0] && strncmp(code, "task.", 5) == 0 ? code : "env.bridge",
+		set_reason(r, code[0] && reason_class_of(code) == REASON_TASK ? code : "env.bridge",
 			   "the torch bridge could not check the outputs: %s", d.msg);
 		return -1;
 	}

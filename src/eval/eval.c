@@ -24,6 +24,7 @@
 #include "eval/run.h"
 #include "eval/summary.h"
 #include "eval/torch_candidate.h"
+#include "protocol/reasons.h"
 #include "protocol/wire.h"
 #include "sandbox/sandbox.h"
 #include "task/task.h"
@@ -350,7 +351,7 @@ int bridge_request(struct run *r, const char *op, const json_t *req, double time
 	struct ca_diag d = {{0}};
 	char code[64];
 	int rc = bridge_call(&r->s->bridge, op, req, timeout_s, res, code, sizeof code, &d);
-	if (rc == CA_ERR_INVALID && strncmp(code, "task.", 5) == 0) {
+	if (rc == CA_ERR_INVALID && reason_class_of(code) == REASON_TASK) {
 		set_reason(r, code, "%s", d.msg);
 	} else if (rc) {
 		set_reason(r, code[0] ? code : "env.bridge", "torch bridge (%s): %s", op, d.msg);
@@ -1197,15 +1198,6 @@ static void step_timing_result(struct run *r)
 }
 
 
-/* A reason that is the environment's or the task's, not the candidate's: no GPU, the bridge or
- * the sandbox failing, a broken task, our own bug. Such a run says nothing about the candidate,
- * so it gets no reward (null) rather than -1: an RL trainer must not learn from it. */
-static bool judged_candidate(const char *code)
-{
-	return strncmp(code, "env.", 4) != 0 && strncmp(code, "task.", 5) != 0 &&
-	       strcmp(code, "internal") != 0 && strcmp(code, "build.internal") != 0;
-}
-
 /* A baseline's time for the reward: its median, or, where it was re-timed interleaved with the
  * candidate at a threshold, the candidate's median times the rounds' median speed-up (so the
  * speed-up the reward sees is the interleaved one). */
@@ -1224,7 +1216,7 @@ static void step_reward(struct run *r)
 	json_t *timing = json_object_get(r->result, "timing");
 	struct reward_input in = {0};
 	struct reward_output out;
-	if (!judged_candidate(reason_code(r))) {
+	if (!reason_judged(reason_code(r))) {
 		json_object_set_new(r->result, "reward", json_null());
 		json_object_set_new(r->result, "reward_continuous", json_null());
 		json_object_set_new(r->result, "reward_explanation",
@@ -1481,7 +1473,7 @@ out:
 		json_object_set(r->result, "audit", r->audit);
 	/* correct: true or false once the candidate ran; null when it was never judged */
 	if (json_array_size(r->trials) > 0 || strcmp(reason_code(r), "ok") != 0) {
-		bool judged = judged_candidate(reason_code(r)) &&
+		bool judged = reason_judged(reason_code(r)) &&
 			      json_is_true(json_object_get(r->result, "compiled"));
 		json_object_set_new(r->result, "correct",
 				    !judged ? json_null()
@@ -1526,14 +1518,6 @@ out:
 
 int eval_exit_code(const json_t *result)
 {
-	const char *code = json_string_value(json_object_get(json_object_get(result, "reason"),
-							     "code"));
-	if (!code || strcmp(code, "ok") == 0)
-		return 0;
-	if (strncmp(code, "task.", 5) == 0)
-		return 3;
-	if (strncmp(code, "env.", 4) == 0 || strcmp(code, "internal") == 0 ||
-	    strcmp(code, "build.internal") == 0)
-		return 4;
-	return 1;
+	return reason_exit_code(
+		json_string_value(json_object_get(json_object_get(result, "reason"), "code")));
 }

@@ -1,4 +1,5 @@
 #include "eval/proc.h"
+#include "protocol/reasons.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -32,15 +33,7 @@ void cand_proc_free(struct cand_proc *p)
 
 bool cand_proc_code_allowed(const char *code)
 {
-	static const char *const prefixes[] = {"abi.",	     "fault.",	 "verify.",  "hack.",
-					       "candidate.", "worker.",	 "profile."};
-	if (!code || strlen(code) > 47)
-		return false;
-	for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-		if (strncmp(code, prefixes[i], strlen(prefixes[i])) == 0 &&
-		    code[strlen(prefixes[i])] != '\0')
-			return true;
-	return false;
+	return reason_candidate_may_report(code);
 }
 
 /* The answers a command may get besides `failed` and `error`. */

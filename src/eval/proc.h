@@ -71,9 +71,9 @@ int cand_proc_command(struct cand_proc *p, const char *cmd, json_t *fields, json
 /* Resumes a stopped process (before the caller closes it). */
 void cand_proc_resume(struct cand_proc *p);
 
-/* Whether a reason code may come from the candidate's own process (abi., fault., verify.,
- * hack., candidate., worker., profile.): a code outside these (env., task., internal) would turn
- * the candidate's failure into "no reward". */
+/* Whether a reason code may come from the candidate's own process (protocol/reasons.h,
+ * candidate_may_report): a code outside these (env., task., internal, or one not registered)
+ * would turn the candidate's failure into "no reward" or invent a verdict. */
 bool cand_proc_code_allowed(const char *code);
 
 #endif

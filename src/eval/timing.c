@@ -12,6 +12,7 @@
 #define DECIDE_CALLS  24
 
 #include "eval/reward.h"
+#include "protocol/reasons.h"
 #include "eval/run.h"
 #include "protocol/wire.h"
 #include "store/baseline_cache.h"
@@ -228,7 +229,7 @@ static int baseline_open(struct run *r, const char *mode, struct baseline_sessio
 		return 1;
 	}
 	if (rc) {
-		set_reason(r, code[0] && strncmp(code, "task.", 5) == 0 ? code : "env.bridge",
+		set_reason(r, code[0] && reason_class_of(code) == REASON_TASK ? code : "env.bridge",
 			   "torch bridge (bench_open %s): %s", mode, d.msg);
 		return -1;
 	}
@@ -242,13 +243,13 @@ static int baseline_open(struct run *r, const char *mode, struct baseline_sessio
 				     .wait = bench_wait, .trusted = true};
 	s->L.dev = &r->data.dev;
 	rc = loop_calibrate(&s->L, LOOP_CALIBRATION_RUNS, &f);
-	if (rc && strcmp(mode, "compile") == 0 && strncmp(f.code, "env.", 4) != 0) {
+	if (rc && strcmp(mode, "compile") == 0 && reason_class_of(f.code) != REASON_ENV) {
 		*failed = json_pack("{s:s, s:s}", "code", "baseline.compile_failed", "error",
 				    f.message);
 		return 1;
 	}
 	if (rc) {
-		set_reason(r, strncmp(f.code, "task.", 5) == 0 ? f.code : "env.bridge",
+		set_reason(r, reason_class_of(f.code) == REASON_TASK ? f.code : "env.bridge",
 			   "calibrating the %s baseline: %s", mode, f.message);
 		return -1;
 	}
@@ -291,10 +292,10 @@ static json_t *time_baseline(struct run *r, const char *mode, double *compile_s)
 	memset(&res, 0, sizeof res);
 	rc = loop_time(&s.L, &r->o->protocol.timing, r->data.ninputs, r->loop_seed ^ 0x5bd1e995u,
 		       &res, &f);
-	if (rc && strcmp(mode, "compile") == 0 && strncmp(f.code, "env.", 4) != 0) {
+	if (rc && strcmp(mode, "compile") == 0 && reason_class_of(f.code) != REASON_ENV) {
 		out = json_pack("{s:s, s:s}", "code", "baseline.compile_failed", "error", f.message);
 	} else if (rc) {
-		set_reason(r, strncmp(f.code, "task.", 5) == 0 ? f.code : "env.bridge",
+		set_reason(r, reason_class_of(f.code) == REASON_TASK ? f.code : "env.bridge",
 			   "timing the %s baseline: %s", mode, f.message);
 	} else {
 		out = timing_summary(&res, &s.L.cal, r->data.flush_bytes);

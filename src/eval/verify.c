@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "eval/run.h"
+#include "protocol/reasons.h"
 #include "protocol/wire.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -116,7 +117,7 @@ static int trial(struct run *r, int k, bool audited, json_t *entry)
 		loop_window(&r->loop, 0, audited ? LOOP_SEND_AUDIT : LOOP_SEND_CALL, &w, &f);
 	}
 	if (f.code[0]) {
-		if (strncmp(f.code, "env.", 4) == 0 || strcmp(f.code, "internal") == 0) {
+		if (!reason_judged(f.code)) {
 			reason_from_fail(r, &f);
 			return -1;
 		}

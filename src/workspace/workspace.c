@@ -1,4 +1,5 @@
 #include "workspace/workspace.h"
+#include "protocol/reasons.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -472,7 +473,7 @@ static int describe(const struct workspace_opts *o, const struct task *t, struct
 		goto out;
 	}
 	rc = bridge_call(&s.bridge, "describe", req, 600.0, &res, code, sizeof code, d);
-	if (rc == CA_ERR_INVALID && strncmp(code, "task.", 5) == 0) {
+	if (rc == CA_ERR_INVALID && reason_class_of(code) == REASON_TASK) {
 		ca_strlcpy(rep->code, code, sizeof rep->code);
 		goto out;
 	}

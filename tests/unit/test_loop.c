@@ -612,6 +612,9 @@ static void test_code_allowlist(void **state)
 	assert_false(cand_proc_code_allowed("task.forward_raised"));
 	assert_false(cand_proc_code_allowed("internal"));
 	assert_false(cand_proc_code_allowed("abi."));
+	assert_false(cand_proc_code_allowed("hack.invented_by_the_candidate"));
+	assert_false(cand_proc_code_allowed("timeout"));           /* the supervisor's to say */
+	assert_false(cand_proc_code_allowed("sandbox.violation")); /* likewise */
 	assert_false(cand_proc_code_allowed(NULL));
 }
 

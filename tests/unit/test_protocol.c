@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "protocol/protocol.h"
+#include "protocol/reasons.h"
 #include "protocol/stats.h"
 #include "util/fs.h"
 
@@ -220,9 +221,48 @@ static void test_timing_json_matches_docs(void **state)
 	json_decref(doc);
 }
 
+/* The registry (protocol/reasons.h): classes decide the reward and the exit code; unregistered
+ * codes are our bug (internal, exit 5); the candidate's process may report only its own codes. */
+static void test_reason_registry(void **state)
+{
+	size_t n = 0;
+	const struct reason *t = reason_table(&n);
+	(void)state;
+	assert_true(n > 60);
+	for (size_t i = 0; i < n; i++) {
+		assert_ptr_equal(reason_find(t[i].code), &t[i]); /* each code once */
+		assert_non_null(t[i].stem);
+		if (t[i].candidate_may_report)
+			assert_int_equal(t[i].cls, REASON_CANDIDATE);
+	}
+	assert_int_equal(reason_exit_code(NULL), 0);
+	assert_int_equal(reason_exit_code("ok"), 0);
+	assert_int_equal(reason_exit_code("verify.mismatch"), 1);
+	assert_int_equal(reason_exit_code("candidate.missing"), 1);
+	assert_int_equal(reason_exit_code("task.forward_raised"), 3);
+	assert_int_equal(reason_exit_code("env.no_gpu"), 4);
+	assert_int_equal(reason_exit_code("build.internal"), 4);
+	assert_int_equal(reason_exit_code("internal"), 5);
+	assert_int_equal(reason_exit_code("no.such_code"), 5);
+	assert_true(reason_judged("ok"));
+	assert_true(reason_judged("hack.timer_tampering"));
+	assert_true(reason_judged("timeout"));
+	assert_false(reason_judged("task.invalid"));
+	assert_false(reason_judged("env.bridge"));
+	assert_false(reason_judged("build.internal"));
+	assert_false(reason_judged("internal"));
+	assert_false(reason_judged("no.such_code"));
+	assert_true(reason_candidate_may_report("fault.crash"));
+	assert_false(reason_candidate_may_report("env.gpu"));
+	assert_false(reason_candidate_may_report("baseline.compile_failed"));
+	assert_string_equal(reason_class_name(reason_class_of("task.no_model")), "task");
+	assert_null(reason_find("hack."));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_reason_registry),
 		cmocka_unit_test(test_defaults_validate),
 		cmocka_unit_test(test_each_invalid_field_rejected),
 		cmocka_unit_test(test_boundaries_accepted_by_worker_parser),
