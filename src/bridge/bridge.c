@@ -20,7 +20,7 @@ const char *bridge_python(const char *configured)
 
 int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_diag *d)
 {
-	char root[PATH_MAX], pypath[PATH_MAX + 16];
+	char pypath[PATH_MAX];
 	const char *python = bridge_python(opts ? opts->python : NULL);
 	const char *device = opts && opts->device ? opts->device : "auto";
 	const char *old_pp = getenv("PYTHONPATH");
@@ -32,14 +32,9 @@ int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_dia
 	b->child.to_child = b->child.from_child = -1; /* bridge_stop after a failure closes nothing */
 	b->next_id = 1;
 	b->fd_channel = -1;
-	rc = ca_install_root(root, sizeof root, d);
+	rc = ca_python_dir(pypath, sizeof pypath, "the torch bridge", d);
 	if (rc)
 		return rc;
-	snprintf(pypath, sizeof pypath, "%s/python", root);
-	if (!ca_is_dir(pypath))
-		return ca_fail(d, CA_ERR_NOTFOUND,
-			       "the torch bridge is not installed: %s is missing (set CUDA_AGENT_ROOT)",
-			       pypath);
 	if (asprintf(&pp_env, "PYTHONPATH=%s%s%s", pypath, old_pp && old_pp[0] ? ":" : "",
 		     old_pp ? old_pp : "") < 0)
 		return ca_fail(d, CA_ERR_NOMEM, "out of memory");

@@ -113,6 +113,42 @@ void set_reason(struct run *r, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 const char *reason_code(const struct run *r);
 void note_seconds(struct run *r, const char *what, double since);
+/* A secret seed (getrandom): never derived from anything the candidate could see. */
+uint64_t secret_seed(void);
+/* The last lines of a process's stderr file, on one line (empty when there are none). */
+void stderr_tail(const char *path, char *out, size_t size);
+/* Where run directories go ($CUDA_AGENT_RUNS, /dev/shm/cuda-agent-UID, <cache>/runs). */
+int runs_base(char *out, size_t size, struct ca_diag *d);
+
+/* The steps, in the order eval_run takes them (eval.c). Each sets the reason when it fails and
+ * returns -1 then. */
+json_t *new_result(const struct eval_opts *o);            /* result.c */
+int step_build(struct run *r);                             /* build_step.c */
+int step_bridge_ready(struct run *r);                      /* reference.c */
+int step_describe(struct run *r);                          /* reference.c */
+void step_preload(struct run *r);                          /* result.c: baselines to measure? */
+int make_run_dirs(struct run *r);                          /* spawn.c */
+int step_start(struct run *r);                             /* spawn.c */
+void step_timing_result(struct run *r);                    /* result.c */
+void step_finish(struct run *r, bool quit);                /* spawn.c */
+void step_profile_result(struct run *r);                   /* result.c */
+void step_reward(struct run *r);                           /* result.c */
+void step_env(struct run *r);                              /* result.c */
+/* The cached baselines of this evaluation's task and device (result.c), or NULL. */
+json_t *cached_baselines(struct run *r);
+
+#define SPAWN_MAX_BINDS (PY_RUNTIME_MAX_DIRS + 8)
+#define SPAWN_MAX_ENV   8
+/* How the candidate's process starts (spawn.c; build_step.c records kernelbench files with
+ * it too). */
+const char *session_python(const struct eval_session *s);
+const struct python_runtime *session_runtime(struct run *r, struct ca_diag *d);
+int python_binds(const struct python_runtime *rt, const char *const *more,
+		 struct sandbox_bind *binds, size_t cap, char *pp_env, size_t pp_size);
+extern const char *const python_env_fixed[];
+int spawn_candidate(struct run *r, const char *const *argv, const struct sandbox_bind *binds,
+		    size_t nbinds, const char *const *env, const char *stderr_path, double limit_s,
+		    struct sandbox *sb, struct ca_child *child, struct ca_diag *d);
 /* A bridge request; a failure sets the reason (task.* as the task's, else env.bridge). */
 int bridge_request(struct run *r, const char *op, const json_t *req, double timeout_s,
 		   json_t **res);

@@ -138,7 +138,7 @@ int python_runtime_probe(const char *python, struct python_runtime *rt, struct c
 		"print(json.dumps({'exe': sys.executable, 'prefix': sys.prefix,\n"
 		"                  'base_prefix': sys.base_prefix,\n"
 		"                  'path': [p for p in sys.path if p and os.path.isdir(p)]}))\n";
-	char root[PATH_MAX], pp_env[PATH_MAX + 16];
+	char pp_env[PATH_MAX + 16];
 	const char *env_add[] = {pp_env, "PYTHONDONTWRITEBYTECODE=1", NULL};
 	const char *argv[] = {python, "-c", script, NULL};
 	struct ca_run_opts ro = {.env_add = env_add, .timeout_s = 60.0,
@@ -149,11 +149,8 @@ int python_runtime_probe(const char *python, struct python_runtime *rt, struct c
 	int rc;
 
 	memset(rt, 0, sizeof *rt);
-	if ((rc = ca_install_root(root, sizeof root, d)))
+	if ((rc = ca_python_dir(rt->package_dir, sizeof rt->package_dir, NULL, d)))
 		return rc;
-	if (snprintf(rt->package_dir, sizeof rt->package_dir, "%s/python", root) >=
-	    (int)sizeof rt->package_dir)
-		return ca_fail(d, CA_ERR_LIMIT, "install root path too long");
 	snprintf(pp_env, sizeof pp_env, "PYTHONPATH=%s", rt->package_dir);
 	if ((rc = ca_run(argv, &ro, &res, d)))
 		return ca_fail_prefix(d, rc, "cannot run %s", python);
@@ -247,9 +244,9 @@ static int run_module(const char *python, const char *module, const char *const 
 	size_t n = 0;
 	int rc;
 
-	if ((rc = ca_install_root(root, sizeof root, d)))
+	if ((rc = ca_python_dir(root, sizeof root, NULL, d)))
 		return rc;
-	snprintf(pp_env, sizeof pp_env, "PYTHONPATH=%s/python", root);
+	snprintf(pp_env, sizeof pp_env, "PYTHONPATH=%s", root);
 	argv[n++] = python;
 	argv[n++] = "-m";
 	argv[n++] = module;

@@ -973,7 +973,7 @@ static int import_jsonl(struct import_ctx *c, int fd, const char *file, struct c
 
 static int import_parquet(struct import_ctx *c, const char *file, struct ca_diag *d)
 {
-	char root[PATH_MAX], pypath[PATH_MAX + 16], errpath[PATH_MAX], tail[512];
+	char pypath[PATH_MAX], errpath[PATH_MAX], tail[512];
 	const char *python = c->o->python ? c->o->python : getenv("CUDA_AGENT_PYTHON");
 	const char *old_pp = getenv("PYTHONPATH");
 	struct ca_child child = {.pid = -1, .to_child = -1, .from_child = -1};
@@ -985,15 +985,9 @@ static int import_parquet(struct import_ctx *c, const char *file, struct ca_diag
 
 	if (!python || !python[0])
 		python = "python3";
-	rc = ca_install_root(root, sizeof root, d);
+	rc = ca_python_dir(pypath, sizeof pypath, "parquet", d);
 	if (rc)
 		return rc;
-	snprintf(pypath, sizeof pypath, "%s/python", root);
-	if (!ca_is_dir(pypath))
-		return ca_fail(d, CA_ERR_NOTFOUND,
-			       "parquet needs cuda-agent's python/ folder: %s is missing (set "
-			       "CUDA_AGENT_ROOT)",
-			       pypath);
 	if (ca_path_join(errpath, sizeof errpath, c->staging, "rows.stderr"))
 		return ca_fail(d, CA_ERR_LIMIT, "path too long");
 	if (asprintf(&pp_env, "PYTHONPATH=%s%s%s", pypath, old_pp && old_pp[0] ? ":" : "",

@@ -357,6 +357,22 @@ int ca_install_root(char *out, size_t out_size, struct ca_diag *d)
 	return 0;
 }
 
+int ca_python_dir(char *out, size_t out_size, const char *who, struct ca_diag *d)
+{
+	char root[PATH_MAX];
+	int rc = ca_install_root(root, sizeof root, d);
+	if (rc)
+		return rc;
+	if (ca_path_join(out, out_size, root, "python"))
+		return ca_fail(d, CA_ERR_LIMIT, "install root path too long");
+	if (who && !ca_is_dir(out))
+		return ca_fail(d, CA_ERR_NOTFOUND,
+			       "%s needs cuda-agent's python/ folder: %s is missing (set "
+			       "CUDA_AGENT_ROOT)",
+			       who, out);
+	return 0;
+}
+
 void ca_file_tail(const char *path, int max_lines, char *out, size_t out_size)
 {
 	char buf[4096];

@@ -56,6 +56,9 @@ void ca_free_names(char **names, size_t count);
 /* The installation root: $CUDA_AGENT_ROOT, else two levels above the running executable
  * (build/cuda-agent -> the checkout). Holds python/, include/ and build/include. */
 int ca_install_root(char *out, size_t out_size, struct ca_diag *d);
+/* <install root>/python, where the Python side (cuda_agent_bridge) lives. With who set, a missing
+ * folder fails (CA_ERR_NOTFOUND): "<who> needs cuda-agent's python/ folder: ... is missing". */
+int ca_python_dir(char *out, size_t out_size, const char *who, struct ca_diag *d);
 /* Last `max_lines` lines of a text file (at most 4 KiB), for error messages; "" if unreadable. */
 void ca_file_tail(const char *path, int max_lines, char *out, size_t out_size);
 #endif

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/diag.h"
+
 bool ca_strlcpy(char *dst, const char *src, size_t size)
 {
 	size_t len = strlen(src);
@@ -43,4 +45,14 @@ char *ca_printable(char *dst, const char *src, size_t size)
 		dst[i] = (unsigned char)src[i] < 0x20 || src[i] == 0x7f ? '?' : src[i];
 	dst[i] = '\0';
 	return dst;
+}
+
+int ca_format(char *out, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+	va_start(ap, fmt);
+	n = vsnprintf(out, size, fmt, ap);
+	va_end(ap);
+	return n < 0 || (size_t)n >= size ? CA_ERR_LIMIT : 0;
 }

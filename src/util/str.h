@@ -12,6 +12,10 @@ bool ca_strlcpy(char *dst, const char *src, size_t size);
 void ca_appendf(char *buf, size_t size, size_t *off, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* Formats into out (size bytes): 0, or CA_ERR_LIMIT (util/diag.h) when it did not fit (out then
+ * holds a truncated string). For paths and names that must be whole. */
+int ca_format(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Copies src into dst for display in a one-line message: control characters become '?',
  * truncated to size. Returns dst. */
 char *ca_printable(char *dst, const char *src, size_t size);
