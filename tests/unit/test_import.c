@@ -1,4 +1,4 @@
-/* Unit tests for src/import/import (and the importer's task.json fields in src/task/task):
+/* Unit tests for src/import (and the importer's task.json fields in src/task/task):
  * sanitized names, Ops-6K short op names, the Ops-6K row parser (ops as a list, a JSON string, a
  * Python list, comma-separated; every rejection), KernelBench imports in all three layouts of
  * tests/data/kernelbench_mini, re-imports (unchanged, updated, repaired), hostile file names,
