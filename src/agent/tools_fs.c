@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/buf.h"
 #include "util/fs.h"
 #include "util/str.h"
 
@@ -24,57 +25,16 @@
 #define SCAN_MAX        (256ull << 20) /* bytes read_file scans to reach offset_line */
 #define PATTERN_MAX     1024
 
-/* ---- a growing string ---- */
-
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool nomem;
-};
-
-static void sb_add(struct sbuf *b, const char *s, size_t n)
-{
-	if (b->nomem)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t ncap = b->cap ? b->cap : 256;
-		while (ncap < b->len + n + 1)
-			ncap *= 2;
-		char *np = realloc(b->p, ncap);
-		if (!np) {
-			b->nomem = true;
-			return;
-		}
-		b->p = np;
-		b->cap = ncap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	char tmp[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
 /* Hands b's text to res (ok as given). */
-static int sb_result(struct sbuf *b, struct tool_result *res, bool ok, struct ca_diag *d)
+static int sb_result(struct ca_buf *b, struct tool_result *res, bool ok, struct ca_diag *d)
 {
-	if (b->nomem || (!b->p && (sb_add(b, "", 0), b->nomem))) {
-		free(b->p);
+	if (b->err) {
+		ca_buf_free(b);
 		return ca_fail(d, CA_ERR_NOMEM, "tools: out of memory");
 	}
-	res->output = b->p;
+	if (!(res->output = ca_buf_take(b)))
+		return ca_fail(d, CA_ERR_NOMEM, "tools: out of memory");
 	res->ok = ok;
-	b->p = NULL;
 	return 0;
 }
 
@@ -291,7 +251,7 @@ static int do_read(const char *ws, const json_t *args, struct tool_result *res, 
 	int fd = -1, rc;
 	size_t size, line = 1, col = 0, cut = 0, scanned = 0;
 	bool more = false, stopped_cap = false, binary = false;
-	struct sbuf b = {0};
+	struct ca_buf b = {0};
 	char chunk[65536];
 
 	if ((rc = resolve(ws, json_string_value(json_object_get(args, "path")), &r, why,
@@ -300,7 +260,7 @@ static int do_read(const char *ws, const json_t *args, struct tool_result *res, 
 		return rc < 0 ? ca_fail(d, rc, "tools: read_file") : refuse(res, d, "%s", why);
 	if (size == 0) {
 		close(fd);
-		sb_printf(&b, "(%s is empty)\n", r.rel);
+		ca_buf_printf(&b, "(%s is empty)\n", r.rel);
 		return sb_result(&b, res, true, d);
 	}
 	for (;;) {
@@ -322,13 +282,13 @@ static int do_read(const char *ws, const json_t *args, struct tool_result *res, 
 			}
 			if (line >= first) {
 				if (col == 0)
-					sb_printf(&b, "%6zu\t", line);
+					ca_buf_printf(&b, "%6zu\t", line);
 				if (c == '\n') {
 					if (cut)
-						sb_printf(&b, " [... line cut, %zu more bytes]", cut);
-					sb_add(&b, "\n", 1);
+						ca_buf_printf(&b, " [... line cut, %zu more bytes]", cut);
+					ca_buf_add(&b, "\n", 1);
 				} else if (col < TOOLS_LINE_MAX) {
-					sb_add(&b, &c, 1);
+					ca_buf_add(&b, &c, 1);
 				} else {
 					cut++;
 				}
@@ -351,7 +311,7 @@ static int do_read(const char *ws, const json_t *args, struct tool_result *res, 
 	}
 	close(fd);
 	if (binary) {
-		free(b.p);
+		ca_buf_free(&b);
 		return refuse(res, d,
 			      "%s is a binary file (%zu bytes); inspect it with bash (od, xxd, "
 			      "file)",
@@ -359,20 +319,20 @@ static int do_read(const char *ws, const json_t *args, struct tool_result *res, 
 	}
 	if (col > 0 && line >= first && line <= last) { /* last line without a newline */
 		if (cut)
-			sb_printf(&b, " [... line cut, %zu more bytes]", cut);
-		sb_add(&b, "\n", 1);
+			ca_buf_printf(&b, " [... line cut, %zu more bytes]", cut);
+		ca_buf_add(&b, "\n", 1);
 	}
 	size_t total_lines = line - (col == 0 ? 1 : 0);
 	if (first > total_lines && !more) {
-		free(b.p);
+		ca_buf_free(&b);
 		return refuse(res, d, "offset_line %zu is past the end of %s (%zu lines)", first,
 			      r.rel, total_lines);
 	}
 	if (more)
-		sb_printf(&b, "[%s: the file goes on; read on with offset_line=%zu]\n",
+		ca_buf_printf(&b, "[%s: the file goes on; read on with offset_line=%zu]\n",
 			  stopped_cap ? "1 MiB shown" : "limit reached", line);
 	else if (scanned >= SCAN_MAX && scanned < size)
-		sb_printf(&b, "[stopped after scanning %llu MiB of the file]\n", SCAN_MAX >> 20);
+		ca_buf_printf(&b, "[stopped after scanning %llu MiB of the file]\n", SCAN_MAX >> 20);
 	return sb_result(&b, res, true, d);
 }
 
@@ -691,7 +651,7 @@ static int do_glob(const char *ws, const json_t *args, struct tool_result *res, 
 	const char *pat = relative_pattern(ws, json_string_value(json_object_get(args, "pattern")),
 					   why, sizeof why);
 	struct names all = {0}, hits = {0};
-	struct sbuf b = {0};
+	struct ca_buf b = {0};
 	if (!pat)
 		return refuse(res, d, "%s", why);
 	walk(ws, "", 0, &all);
@@ -706,15 +666,15 @@ static int do_glob(const char *ws, const json_t *args, struct tool_result *res, 
 	if (hits.n)
 		qsort(hits.v, hits.n, sizeof *hits.v, cmp_str);
 	for (size_t i = 0; i < hits.n && i < TOOLS_GLOB_MAX; i++) {
-		sb_add(&b, hits.v[i], strlen(hits.v[i]));
-		sb_add(&b, "\n", 1);
+		ca_buf_add(&b, hits.v[i], strlen(hits.v[i]));
+		ca_buf_add(&b, "\n", 1);
 	}
 	if (hits.n == 0)
-		sb_printf(&b, "no files match\n");
+		ca_buf_printf(&b, "no files match\n");
 	if (hits.n > TOOLS_GLOB_MAX)
-		sb_printf(&b, "[%zu matches, the first %d shown]\n", hits.n, TOOLS_GLOB_MAX);
+		ca_buf_printf(&b, "[%zu matches, the first %d shown]\n", hits.n, TOOLS_GLOB_MAX);
 	if (all.truncated)
-		sb_printf(&b, "[stopped after %d directory entries: the list may be incomplete]\n",
+		ca_buf_printf(&b, "[stopped after %d directory entries: the list may be incomplete]\n",
 			  TOOLS_WALK_MAX);
 	names_free(&all);
 	names_free(&hits);
@@ -733,7 +693,7 @@ static int do_grep(const char *ws, const json_t *args, struct tool_result *res, 
 	const char *glob = NULL;
 	struct rpath r;
 	struct names files = {0};
-	struct sbuf b = {0};
+	struct ca_buf b = {0};
 	struct stat st;
 	regex_t re;
 	char why[1024];
@@ -791,7 +751,7 @@ static int do_grep(const char *ws, const json_t *args, struct tool_result *res, 
 		}
 		rc = slurp(&fr, TOOLS_READ_MAX, &text, &len, why, sizeof why);
 		if (rc < 0) {
-			b.nomem = true;
+			b.err = CA_ERR_NOMEM;
 			break;
 		}
 		if (rc)
@@ -812,9 +772,9 @@ static int do_grep(const char *ws, const json_t *args, struct tool_result *res, 
 					stopped = true;
 				} else {
 					size_t sl = strlen(s);
-					sb_printf(&b, "%s:%zu: ", rel, lineno);
-					sb_add(&b, s, sl < GREP_LINE_SHOWN ? sl : GREP_LINE_SHOWN);
-					sb_add(&b, sl > GREP_LINE_SHOWN ? " [...]\n" : "\n",
+					ca_buf_printf(&b, "%s:%zu: ", rel, lineno);
+					ca_buf_add(&b, s, sl < GREP_LINE_SHOWN ? sl : GREP_LINE_SHOWN);
+					ca_buf_add(&b, sl > GREP_LINE_SHOWN ? " [...]\n" : "\n",
 					       sl > GREP_LINE_SHOWN ? 7 : 1);
 					results++;
 				}
@@ -827,17 +787,17 @@ static int do_grep(const char *ws, const json_t *args, struct tool_result *res, 
 		free(text);
 	}
 	regfree(&re);
-	if (results == 0 && !b.nomem)
-		sb_printf(&b, "no matches\n");
+	if (results == 0 && !b.err)
+		ca_buf_printf(&b, "no matches\n");
 	if (stopped)
-		sb_printf(&b, "[stopped at max_results=%zu; narrow the pattern or path]\n", max);
+		ca_buf_printf(&b, "[stopped at max_results=%zu; narrow the pattern or path]\n", max);
 	if (slow)
-		sb_printf(&b, "[stopped after %.0f s; narrow the pattern or path]\n", GREP_TIME_S);
+		ca_buf_printf(&b, "[stopped after %.0f s; narrow the pattern or path]\n", GREP_TIME_S);
 	if (files.truncated)
-		sb_printf(&b, "[stopped after %d directory entries: results may be incomplete]\n",
+		ca_buf_printf(&b, "[stopped after %d directory entries: results may be incomplete]\n",
 			  TOOLS_WALK_MAX);
 	if (skipped_big || skipped_bin)
-		sb_printf(&b, "[skipped: %zu binary file%s, %zu file%s over 1 MiB]\n", skipped_bin,
+		ca_buf_printf(&b, "[skipped: %zu binary file%s, %zu file%s over 1 MiB]\n", skipped_bin,
 			  skipped_bin == 1 ? "" : "s", skipped_big, skipped_big == 1 ? "" : "s");
 	names_free(&files);
 	return sb_result(&b, res, true, d);

@@ -14,6 +14,7 @@
 
 #include "report/report.h"
 #include "report/report_int.h"
+#include "util/buf.h"
 #include "util/fs.h"
 
 #define HTML_MAX          (64u << 20) /* bytes of the whole document */
@@ -42,61 +43,9 @@
 #define C_HIST_SLOWER  "#b8336a"
 #define C_HIST_FASTER  "#0f8b8d"
 
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	int err;
-};
-
-static void sb_raw(struct sbuf *b, const char *s, size_t n)
-{
-	if (b->err)
-		return;
-	if (n > HTML_MAX - b->len) {
-		b->err = CA_ERR_LIMIT;
-		return;
-	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1u << 16;
-		char *p;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->err = CA_ERR_NOMEM;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void sb_puts(struct sbuf *b, const char *s)
-{
-	sb_raw(b, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	char tmp[1024];
-	va_list ap;
-	int n;
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof tmp) {
-		b->err = b->err ? b->err : CA_ERR_INVALID; /* only short, fixed formats come here */
-		return;
-	}
-	sb_raw(b, tmp, (size_t)n);
-}
-
 /* Escaped text for element content and quoted attributes; at most `max` bytes of s (cut at a
  * UTF-8 character boundary, then an ellipsis); control characters become U+FFFD. */
-static void sb_esc(struct sbuf *b, const char *s, size_t max)
+static void sb_esc(struct ca_buf *b, const char *s, size_t max)
 {
 	size_t n = strlen(s), start = 0;
 	bool cut = n > max;
@@ -116,13 +65,13 @@ static void sb_esc(struct sbuf *b, const char *s, size_t max)
 				  : NULL;
 		if (!rep)
 			continue;
-		sb_raw(b, s + start, i - start);
-		sb_puts(b, rep);
+		ca_buf_add(b, s + start, i - start);
+		ca_buf_puts(b, rep);
 		start = i + 1;
 	}
-	sb_raw(b, s + start, n - start);
+	ca_buf_add(b, s + start, n - start);
 	if (cut)
-		sb_puts(b, "&#8230;");
+		ca_buf_puts(b, "&#8230;");
 }
 
 static const char style[] =
@@ -169,25 +118,25 @@ static void level_name(int level, char *buf, size_t size)
 
 /* ---- the summary table ---------------------------------------------------------------------- */
 
-static void cell_pct(struct sbuf *b, size_t k, size_t n)
+static void cell_pct(struct ca_buf *b, size_t k, size_t n)
 {
 	if (n)
-		sb_printf(b, "<td>%.1f%%</td>", 100.0 * (double)k / (double)n);
+		ca_buf_printf(b, "<td>%.1f%%</td>", 100.0 * (double)k / (double)n);
 	else
-		sb_puts(b, "<td>-</td>");
+		ca_buf_puts(b, "<td>-</td>");
 }
 
-static void cell_geo(struct sbuf *b, double g, size_t n)
+static void cell_geo(struct ca_buf *b, double g, size_t n)
 {
 	if (n)
-		sb_printf(b, "<td>%.3fx (%zu)</td>", g, n);
+		ca_buf_printf(b, "<td>%.3fx (%zu)</td>", g, n);
 	else
-		sb_puts(b, "<td>- (0)</td>");
+		ca_buf_puts(b, "<td>- (0)</td>");
 }
 
-static void summary_table(struct sbuf *b, const struct report_stats *rows, size_t count)
+static void summary_table(struct ca_buf *b, const struct report_stats *rows, size_t count)
 {
-	sb_puts(b, "<table id=\"summary-table\">\n<thead><tr><th>Level</th><th>Tasks</th>"
+	ca_buf_puts(b, "<table id=\"summary-table\">\n<thead><tr><th>Level</th><th>Tasks</th>"
 		   "<th>Pass rate</th><th>Faster than eager</th><th>Faster than compile</th>"
 		   "<th>Geomean speed-up vs eager (n)</th>"
 		   "<th>Geomean speed-up vs compile (n)</th></tr></thead>\n<tbody>\n");
@@ -197,72 +146,72 @@ static void summary_table(struct sbuf *b, const struct report_stats *rows, size_
 		if (i + 1 < count && i >= HTML_MAX_LEVELS)
 			continue;
 		level_name(s->level, name, sizeof name);
-		sb_printf(b, "<tr class=\"%s\"><td>%s</td><td>%zu</td>",
+		ca_buf_printf(b, "<tr class=\"%s\"><td>%s</td><td>%zu</td>",
 			  s->level == REPORT_LEVEL_ALL ? "all" : "level", name, s->tasks);
 		cell_pct(b, s->passed, s->tasks);
 		cell_pct(b, s->faster_eager, s->tasks);
 		cell_pct(b, s->faster_compile, s->tasks);
 		cell_geo(b, report_geomean_eager(s), s->n_eager);
 		cell_geo(b, report_geomean_compile(s), s->n_compile);
-		sb_puts(b, "</tr>\n");
+		ca_buf_puts(b, "</tr>\n");
 	}
-	sb_puts(b, "</tbody>\n</table>\n");
+	ca_buf_puts(b, "</tbody>\n</table>\n");
 	if (count - 1 > HTML_MAX_LEVELS)
-		sb_printf(b, "<p class=\"note\">The table shows the first %d of %zu levels; the "
+		ca_buf_printf(b, "<p class=\"note\">The table shows the first %d of %zu levels; the "
 			     "overall row counts them all.</p>\n",
 			  HTML_MAX_LEVELS, count - 1);
 }
 
 /* ---- chart pieces --------------------------------------------------------------------------- */
 
-static void svg_open(struct sbuf *b, const char *id, const char *label)
+static void svg_open(struct ca_buf *b, const char *id, const char *label)
 {
-	sb_printf(b, "<svg id=\"%s\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+	ca_buf_printf(b, "<svg id=\"%s\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
 		     "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" "
 		     "aria-label=\"%s\">\n",
 		  id, CHART_W, CHART_H, CHART_W, CHART_H, label);
 }
 
 /* Horizontal grid lines with percentage labels, and the two axes. */
-static void percent_grid(struct sbuf *b)
+static void percent_grid(struct ca_buf *b)
 {
-	sb_puts(b, "<g class=\"grid\">\n");
+	ca_buf_puts(b, "<g class=\"grid\">\n");
 	for (int v = 0; v <= 100; v += 25) {
 		int y = PLOT_Y1 - (PLOT_Y1 - PLOT_Y0) * v / 100;
-		sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>"
+		ca_buf_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>"
 			     "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%d%%</text>\n",
 			  PLOT_X0, y, PLOT_X1, y, PLOT_X0 - 8, y + 4, v);
 	}
-	sb_puts(b, "</g>\n");
+	ca_buf_puts(b, "</g>\n");
 }
 
-static void axes(struct sbuf *b)
+static void axes(struct ca_buf *b)
 {
-	sb_printf(b, "<g class=\"axis\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>"
+	ca_buf_printf(b, "<g class=\"axis\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>"
 		     "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/></g>\n",
 		  PLOT_X0, PLOT_Y1, PLOT_X1, PLOT_Y1, PLOT_X0, PLOT_Y0, PLOT_X0, PLOT_Y1);
 }
 
-static void legend_box(struct sbuf *b, int row, const char *cls, const char *colour,
+static void legend_box(struct ca_buf *b, int row, const char *cls, const char *colour,
 		       const char *text)
 {
 	int y = PLOT_Y0 + 6 + row * 24;
-	sb_printf(b, "<rect class=\"legend-swatch %s\" x=\"%d\" y=\"%d\" width=\"14\" "
+	ca_buf_printf(b, "<rect class=\"legend-swatch %s\" x=\"%d\" y=\"%d\" width=\"14\" "
 		     "height=\"14\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
 		  cls, LEGEND_X, y, colour, LEGEND_X + 20, y + 11, text);
 }
 
-static void legend_line(struct sbuf *b, int y, const char *cls, const char *colour,
+static void legend_line(struct ca_buf *b, int y, const char *cls, const char *colour,
 			const char *text)
 {
-	sb_printf(b, "<line class=\"legend-swatch %s\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
+	ca_buf_printf(b, "<line class=\"legend-swatch %s\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
 		     "stroke=\"%s\" stroke-width=\"3\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
 		  cls, LEGEND_X, y, LEGEND_X + 22, y, colour, LEGEND_X + 28, y + 4, text);
 }
 
 /* ---- chart 1: pass and faster rates per level ----------------------------------------------- */
 
-static void rates_chart(struct sbuf *b, const struct report_stats *rows, size_t count)
+static void rates_chart(struct ca_buf *b, const struct report_stats *rows, size_t count)
 {
 	static const char *const cls[3] = {"bar-pass", "bar-eager", "bar-compile"};
 	static const char *const colour[3] = {C_PASS, C_EAGER, C_COMPILE};
@@ -279,7 +228,7 @@ static void rates_chart(struct sbuf *b, const struct report_stats *rows, size_t 
 		bw = 1;
 	svg_open(b, "chart-rates", "pass rate and faster-than rates per level");
 	percent_grid(b);
-	sb_puts(b, "<g class=\"bars\">\n");
+	ca_buf_puts(b, "<g class=\"bars\">\n");
 	for (int g = 0; g < groups; g++) {
 		const struct report_stats *s = g < (int)levels ? &rows[g] : &rows[count - 1];
 		size_t k[3] = {s->passed, s->faster_eager, s->faster_compile};
@@ -287,38 +236,38 @@ static void rates_chart(struct sbuf *b, const struct report_stats *rows, size_t 
 		char label[32], name[32];
 		report_level_label(s->level, label, sizeof label);
 		level_name(s->level, name, sizeof name);
-		sb_printf(b, "<g class=\"bar-group\" data-level=\"%s\">\n", label);
+		ca_buf_printf(b, "<g class=\"bar-group\" data-level=\"%s\">\n", label);
 		for (int j = 0; j < 3; j++) {
 			double v = ratio(k[j], s->tasks);
 			int h = (int)lround(v * (PLOT_Y1 - PLOT_Y0));
 			int bx = x + j * (bw + gap);
-			sb_printf(b, "<rect class=\"bar %s\" data-level=\"%s\" data-rate=\"%.4f\" "
+			ca_buf_printf(b, "<rect class=\"bar %s\" data-level=\"%s\" data-rate=\"%.4f\" "
 				     "x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">"
 				     "<title>%s: %s %.1f%% (%zu of %zu)</title></rect>\n",
 				  cls[j], label, v, bx, PLOT_Y1 - h, bw, h, colour[j], name, what[j],
 				  100 * v, k[j], s->tasks);
 			if (bw >= 24)
-				sb_printf(b, "<text class=\"bar-value\" x=\"%d\" y=\"%d\" "
+				ca_buf_printf(b, "<text class=\"bar-value\" x=\"%d\" y=\"%d\" "
 					     "text-anchor=\"middle\">%.0f%%</text>\n",
 					  bx + bw / 2, PLOT_Y1 - h - 4, 100 * v);
 		}
-		sb_printf(b, "<text class=\"group-label\" x=\"%d\" y=\"%d\" "
+		ca_buf_printf(b, "<text class=\"group-label\" x=\"%d\" y=\"%d\" "
 			     "text-anchor=\"middle\">%s</text>\n</g>\n",
 			  PLOT_X0 + g * gw + gw / 2, PLOT_Y1 + 18, groups <= 16 ? name : label);
 	}
-	sb_puts(b, "</g>\n");
+	ca_buf_puts(b, "</g>\n");
 	axes(b);
-	sb_puts(b, "<g class=\"legend\">\n");
+	ca_buf_puts(b, "<g class=\"legend\">\n");
 	legend_box(b, 0, "bar-pass", C_PASS, "Pass rate");
 	legend_box(b, 1, "bar-eager", C_EAGER, "Faster than eager");
 	legend_box(b, 2, "bar-compile", C_COMPILE, "Faster than compile");
-	sb_puts(b, "</g>\n");
-	sb_printf(b, "<text class=\"axis-title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
+	ca_buf_puts(b, "</g>\n");
+	ca_buf_printf(b, "<text class=\"axis-title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
 		     "share of the level's tasks</text>\n",
 		  (PLOT_X0 + PLOT_X1) / 2, PLOT_Y1 + 44);
-	sb_puts(b, "</svg>\n");
+	ca_buf_puts(b, "</svg>\n");
 	if (count - 1 > levels)
-		sb_printf(b, "<p class=\"note\">The chart shows the first %zu of %zu levels and the "
+		ca_buf_printf(b, "<p class=\"note\">The chart shows the first %zu of %zu levels and the "
 			     "overall group.</p>\n",
 			  levels, count - 1);
 }
@@ -331,28 +280,28 @@ static int fast_x(double p)
 }
 
 /* A step line: the value at p_i holds until p_(i+1). */
-static void fast_line(struct sbuf *b, const char *cls, const char *colour, const size_t *counts,
+static void fast_line(struct ca_buf *b, const char *cls, const char *colour, const size_t *counts,
 		      size_t tasks)
 {
 	int prev_y = 0;
-	sb_printf(b, "<polyline id=\"fastp-%s\" class=\"fastp-line fastp-%s\" fill=\"none\" "
+	ca_buf_printf(b, "<polyline id=\"fastp-%s\" class=\"fastp-line fastp-%s\" fill=\"none\" "
 		     "stroke=\"%s\" stroke-width=\"3\" data-values=\"",
 		  cls, cls, colour);
 	for (int i = 0; i < REPORT_FAST_P_POINTS; i++)
-		sb_printf(b, "%s%.4f", i ? " " : "", ratio(counts[i], tasks));
-	sb_puts(b, "\" points=\"");
+		ca_buf_printf(b, "%s%.4f", i ? " " : "", ratio(counts[i], tasks));
+	ca_buf_puts(b, "\" points=\"");
 	for (int i = 0; i < REPORT_FAST_P_POINTS; i++) {
 		int x = fast_x(report_fast_p_value(i));
 		int y = PLOT_Y1 - (int)lround(ratio(counts[i], tasks) * (PLOT_Y1 - PLOT_Y0));
 		if (i)
-			sb_printf(b, " %d,%d", x, prev_y);
-		sb_printf(b, "%s%d,%d", i ? " " : "", x, y);
+			ca_buf_printf(b, " %d,%d", x, prev_y);
+		ca_buf_printf(b, "%s%d,%d", i ? " " : "", x, y);
 		prev_y = y;
 	}
-	sb_puts(b, "\"/>\n");
+	ca_buf_puts(b, "\"/>\n");
 }
 
-static void fastp_chart(struct sbuf *b, const struct report_stats *all)
+static void fastp_chart(struct ca_buf *b, const struct report_stats *all)
 {
 	int one = (int)lround(1.0 / REPORT_FAST_P_STEP);
 	int at[3] = {0, one, 2 * one}; /* the points of p = 0, 1, 2 */
@@ -362,37 +311,37 @@ static void fastp_chart(struct sbuf *b, const struct report_stats *all)
 
 	svg_open(b, "chart-fastp", "fast_p against eager and torch.compile");
 	percent_grid(b);
-	sb_puts(b, "<g class=\"ticks\">\n");
+	ca_buf_puts(b, "<g class=\"ticks\">\n");
 	for (int i = 0; i <= 8; i++) {
 		double p = REPORT_FAST_P_MAX * i / 8;
-		sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%g</text>\n",
+		ca_buf_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%g</text>\n",
 			  fast_x(p), PLOT_Y1 + 18, p);
 	}
-	sb_puts(b, "</g>\n");
-	sb_printf(b, "<line class=\"guide\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n",
+	ca_buf_puts(b, "</g>\n");
+	ca_buf_printf(b, "<line class=\"guide\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n",
 		  fast_x(1.0), PLOT_Y0, fast_x(1.0), PLOT_Y1);
-	sb_puts(b, "<g class=\"lines\">\n");
+	ca_buf_puts(b, "<g class=\"lines\">\n");
 	fast_line(b, "eager", C_LINE_EAGER, all->fast_eager, all->tasks);
 	fast_line(b, "compile", C_LINE_COMPILE, all->fast_compile, all->tasks);
-	sb_puts(b, "</g>\n");
+	ca_buf_puts(b, "</g>\n");
 	axes(b);
-	sb_puts(b, "<g class=\"legend\">\n");
+	ca_buf_puts(b, "<g class=\"legend\">\n");
 	for (int k = 0; k < 2; k++) {
 		const size_t *c = k ? all->fast_compile : all->fast_eager;
 		int y = PLOT_Y0 + 10 + k * 86;
 		legend_line(b, y, k ? "fastp-compile" : "fastp-eager",
 			    k ? C_LINE_COMPILE : C_LINE_EAGER, k ? "vs torch.compile" : "vs eager");
 		for (int j = 0; j < 3; j++)
-			sb_printf(b, "<text class=\"fastp-value\" x=\"%d\" y=\"%d\">fast_%d %.1f%%"
+			ca_buf_printf(b, "<text class=\"fastp-value\" x=\"%d\" y=\"%d\">fast_%d %.1f%%"
 				     "</text>\n",
 				  LEGEND_X + 28, y + 22 + 16 * j, j, 100 * ratio(c[at[j]], all->tasks));
 	}
-	sb_puts(b, "</g>\n");
-	sb_printf(b, "<text class=\"axis-title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
+	ca_buf_puts(b, "</g>\n");
+	ca_buf_printf(b, "<text class=\"axis-title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
 		     "p: speed-up threshold (fast_p: share of all tasks correct and more than p "
 		     "times faster)</text>\n",
 		  (PLOT_X0 + PLOT_X1) / 2, PLOT_Y1 + 44);
-	sb_puts(b, "</svg>\n");
+	ca_buf_puts(b, "</svg>\n");
 }
 
 /* ---- chart 3: histogram of speed-ups against torch.compile ---------------------------------- */
@@ -410,7 +359,7 @@ static int hist_bin(double s)
 	return k < 1 ? 1 : k > 16 ? 16 : k;
 }
 
-static void hist_chart(struct sbuf *b, const struct report *r)
+static void hist_chart(struct ca_buf *b, const struct report *r)
 {
 	static const char *const edge[] = {"1/16", "1/8", "1/4", "1/2", "1", "2", "4", "8", "16"};
 	size_t bins[HIST_BINS] = {0}, max = 0, n = 0, step;
@@ -426,47 +375,47 @@ static void hist_chart(struct sbuf *b, const struct report *r)
 			max = bins[i];
 	step = max <= 4 ? 1 : (max + 3) / 4;
 	svg_open(b, "chart-hist", "histogram of speed-ups against torch.compile");
-	sb_puts(b, "<g class=\"grid\">\n");
+	ca_buf_puts(b, "<g class=\"grid\">\n");
 	for (size_t v = 0; max && v <= max; v += step) {
 		int y = PLOT_Y1 - (int)lround((double)v / (double)max * (PLOT_Y1 - PLOT_Y0));
-		sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>"
+		ca_buf_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>"
 			     "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%zu</text>\n",
 			  PLOT_X0, y, PLOT_X0 + HIST_BINS * bw, y, PLOT_X0 - 8, y + 4, v);
 	}
-	sb_puts(b, "</g>\n<g class=\"bars\">\n");
+	ca_buf_puts(b, "</g>\n<g class=\"bars\">\n");
 	for (int i = 0; i < HIST_BINS; i++) {
 		bool faster = i >= 9;
 		int h = max ? (int)lround((double)bins[i] / (double)max * (PLOT_Y1 - PLOT_Y0)) : 0;
 		if (bins[i] && h < 3)
 			h = 3;
-		sb_printf(b, "<rect class=\"hist-bar %s\" data-bin=\"%d\" data-count=\"%zu\" "
+		ca_buf_printf(b, "<rect class=\"hist-bar %s\" data-bin=\"%d\" data-count=\"%zu\" "
 			     "x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">"
 			     "<title>%zu task%s</title></rect>\n",
 			  faster ? "hist-faster" : "hist-slower", i, bins[i], PLOT_X0 + i * bw + 2,
 			  PLOT_Y1 - h, bw - 4, h, faster ? C_HIST_FASTER : C_HIST_SLOWER, bins[i],
 			  bins[i] == 1 ? "" : "s");
 	}
-	sb_puts(b, "</g>\n<g class=\"ticks\">\n");
+	ca_buf_puts(b, "</g>\n<g class=\"ticks\">\n");
 	for (int e = 1; e <= 17; e += 2)
-		sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+		ca_buf_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
 			  PLOT_X0 + e * bw, PLOT_Y1 + 18, edge[(e - 1) / 2]);
-	sb_puts(b, "</g>\n");
-	sb_printf(b, "<line class=\"guide\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n",
+	ca_buf_puts(b, "</g>\n");
+	ca_buf_printf(b, "<line class=\"guide\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n",
 		  PLOT_X0 + 9 * bw, PLOT_Y0, PLOT_X0 + 9 * bw, PLOT_Y1);
 	if (!n)
-		sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">no task was timed "
+		ca_buf_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">no task was timed "
 			     "against torch.compile</text>\n",
 			  (PLOT_X0 + PLOT_X1) / 2, (PLOT_Y0 + PLOT_Y1) / 2);
 	axes(b);
-	sb_puts(b, "<g class=\"legend\">\n");
+	ca_buf_puts(b, "<g class=\"legend\">\n");
 	legend_box(b, 0, "hist-slower", C_HIST_SLOWER, "Not faster (&#8804; 1x)");
 	legend_box(b, 1, "hist-faster", C_HIST_FASTER, "Faster (&gt; 1x)");
-	sb_puts(b, "</g>\n");
-	sb_printf(b, "<text class=\"axis-title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
+	ca_buf_puts(b, "</g>\n");
+	ca_buf_printf(b, "<text class=\"axis-title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
 		     "speed-up against torch.compile (log scale, half-octave bins; %zu passed "
 		     "tasks timed)</text>\n",
 		  (PLOT_X0 + PLOT_X1) / 2, PLOT_Y1 + 44, n);
-	sb_puts(b, "</svg>\n");
+	ca_buf_puts(b, "</svg>\n");
 }
 
 /* ---- definitions and the task table --------------------------------------------------------- */
@@ -486,7 +435,7 @@ static const char definitions[] =
 	"(KernelBench); fast_0 counts the passed tasks that were timed.</dd>\n"
 	"</dl>\n";
 
-static void task_table(struct sbuf *b, const struct report *r)
+static void task_table(struct ca_buf *b, const struct report *r)
 {
 	size_t *order = NULL;
 	size_t shown = r->count < HTML_MAX_TASKS ? r->count : HTML_MAX_TASKS;
@@ -495,55 +444,55 @@ static void task_table(struct sbuf *b, const struct report *r)
 		b->err = CA_ERR_NOMEM;
 		return;
 	}
-	sb_printf(b, "<h2>Tasks</h2>\n<p class=\"meta\">%zu task%s", r->count,
+	ca_buf_printf(b, "<h2>Tasks</h2>\n<p class=\"meta\">%zu task%s", r->count,
 		  r->count == 1 ? "" : "s");
 	if (shown < r->count)
-		sb_printf(b, " (the first %zu shown)", shown);
-	sb_puts(b, "</p>\n");
+		ca_buf_printf(b, " (the first %zu shown)", shown);
+	ca_buf_puts(b, "</p>\n");
 	bool kb = false; /* KernelBench's own verdicts beside ours (bench/kb_runs.h) */
 	for (size_t i = 0; i < r->count; i++)
 		kb = kb || r->tasks[i].kb;
-	sb_puts(b, "<table id=\"task-table\">\n<thead><tr><th>Task</th><th>Level</th>"
+	ca_buf_puts(b, "<table id=\"task-table\">\n<thead><tr><th>Task</th><th>Level</th>"
 		   "<th>Result</th><th>Speed-up vs eager</th><th>Speed-up vs compile</th>");
-	sb_puts(b, kb ? "<th>Rules</th><th>KernelBench's eval</th></tr></thead>\n<tbody>\n"
+	ca_buf_puts(b, kb ? "<th>Rules</th><th>KernelBench's eval</th></tr></thead>\n<tbody>\n"
 		      : "</tr></thead>\n<tbody>\n");
 	for (size_t i = 0; i < shown && !b->err; i++) {
 		const struct report_task *t = &r->tasks[order[i]];
 		char level[32];
 		report_level_label(t->level, level, sizeof level);
-		sb_printf(b, "<tr class=\"%s\"><td class=\"id\">", t->passed ? "pass" : "fail");
+		ca_buf_printf(b, "<tr class=\"%s\"><td class=\"id\">", t->passed ? "pass" : "fail");
 		sb_esc(b, t->id, HTML_ID_SHOWN);
-		sb_printf(b, "</td><td>%s</td><td class=\"status\">", level);
+		ca_buf_printf(b, "</td><td>%s</td><td class=\"status\">", level);
 		if (t->passed)
-			sb_puts(b, t->s_eager > 0 || t->s_compile > 0 ? "passed" : "passed (not timed)");
+			ca_buf_puts(b, t->s_eager > 0 || t->s_compile > 0 ? "passed" : "passed (not timed)");
 		else {
-			sb_puts(b, "failed");
+			ca_buf_puts(b, "failed");
 			if (t->reason[0]) {
-				sb_puts(b, ": ");
+				ca_buf_puts(b, ": ");
 				sb_esc(b, t->reason, sizeof t->reason);
 			}
 		}
-		sb_puts(b, "</td>");
+		ca_buf_puts(b, "</td>");
 		if (t->s_eager > 0)
-			sb_printf(b, "<td>%.3fx</td>", t->s_eager);
+			ca_buf_printf(b, "<td>%.3fx</td>", t->s_eager);
 		else
-			sb_puts(b, "<td>-</td>");
+			ca_buf_puts(b, "<td>-</td>");
 		if (t->s_compile > 0)
-			sb_printf(b, "<td>%.3fx</td>", t->s_compile);
+			ca_buf_printf(b, "<td>%.3fx</td>", t->s_compile);
 		else
-			sb_puts(b, "<td>-</td>");
+			ca_buf_puts(b, "<td>-</td>");
 		if (kb) {
-			sb_puts(b, "<td>");
+			ca_buf_puts(b, "<td>");
 			sb_esc(b, t->rules[0] ? t->rules : "-", sizeof t->rules);
-			sb_printf(b, "</td><td class=\"kb%s\">%s", report_kb_differ(t) ? " differ" : "",
+			ca_buf_printf(b, "</td><td class=\"kb%s\">%s", report_kb_differ(t) ? " differ" : "",
 				  t->kb ? report_kb_verdict(t) : "-");
 			if (t->kb && t->kb_correct == 1 && t->kb_runtime_ms >= 0)
-				sb_printf(b, ", %.4g ms", t->kb_runtime_ms);
-			sb_puts(b, report_kb_differ(t) ? " (differs)</td>" : "</td>");
+				ca_buf_printf(b, ", %.4g ms", t->kb_runtime_ms);
+			ca_buf_puts(b, report_kb_differ(t) ? " (differs)</td>" : "</td>");
 		}
-		sb_puts(b, "</tr>\n");
+		ca_buf_puts(b, "</tr>\n");
 	}
-	sb_puts(b, "</tbody>\n</table>\n");
+	ca_buf_puts(b, "</tbody>\n</table>\n");
 	free(order);
 }
 
@@ -551,7 +500,7 @@ int report_html(const struct report *r, const char *title, char **out, size_t *l
 		struct ca_diag *d)
 {
 	struct report_stats *rows = NULL;
-	struct sbuf b = {0};
+	struct ca_buf b = {.max = HTML_MAX};
 	size_t count = 0;
 	int rc;
 
@@ -562,33 +511,33 @@ int report_html(const struct report *r, const char *title, char **out, size_t *l
 	rc = report_stats_rows(r, &rows, &count);
 	if (rc)
 		return ca_fail(d, rc, "out of memory writing the report");
-	sb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+	ca_buf_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
 		    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
 		    "<title>");
 	sb_esc(&b, title, 400);
-	sb_puts(&b, "</title>\n");
-	sb_puts(&b, style);
-	sb_puts(&b, "</head>\n<body>\n<main>\n<h1 id=\"title\">");
+	ca_buf_puts(&b, "</title>\n");
+	ca_buf_puts(&b, style);
+	ca_buf_puts(&b, "</head>\n<body>\n<main>\n<h1 id=\"title\">");
 	sb_esc(&b, title, 400);
-	sb_printf(&b, "</h1>\n<p class=\"meta\">%zu task%s from %zu result%s (%zu replaced by a "
+	ca_buf_printf(&b, "</h1>\n<p class=\"meta\">%zu task%s from %zu result%s (%zu replaced by a "
 		      "later result for the same task), in the form of the CUDA Agent paper's "
 		      "Table 1. Generated by cuda-agent report.</p>\n",
 		  r->count, r->count == 1 ? "" : "s", r->results, r->results == 1 ? "" : "s",
 		  r->replaced);
-	sb_puts(&b, "<h2>Summary</h2>\n");
+	ca_buf_puts(&b, "<h2>Summary</h2>\n");
 	summary_table(&b, rows, count);
-	sb_puts(&b, "<h2>Pass rate and faster rates per level</h2>\n");
+	ca_buf_puts(&b, "<h2>Pass rate and faster rates per level</h2>\n");
 	rates_chart(&b, rows, count);
-	sb_puts(&b, "<h2>fast_p: correct and faster than p times the baseline</h2>\n");
+	ca_buf_puts(&b, "<h2>fast_p: correct and faster than p times the baseline</h2>\n");
 	fastp_chart(&b, &rows[count - 1]);
-	sb_puts(&b, "<h2>Speed-ups against torch.compile</h2>\n");
+	ca_buf_puts(&b, "<h2>Speed-ups against torch.compile</h2>\n");
 	hist_chart(&b, r);
-	sb_puts(&b, definitions);
+	ca_buf_puts(&b, definitions);
 	task_table(&b, r);
-	sb_puts(&b, "</main>\n</body>\n</html>\n");
+	ca_buf_puts(&b, "</main>\n</body>\n</html>\n");
 	free(rows);
 	if (b.err) {
-		free(b.p);
+		ca_buf_free(&b);
 		return b.err == CA_ERR_LIMIT
 			       ? ca_fail(d, b.err, "the HTML report would exceed %u MiB",
 					 HTML_MAX >> 20)

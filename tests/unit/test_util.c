@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/buf.h"
 #include "util/clock.h"
 #include "util/diag.h"
 #include "util/fs.h"
@@ -852,6 +853,44 @@ static void test_str(void **state)
 	assert_string_equal(buf, "ab12xyz");
 }
 
+/* util/buf: appends grow the text, any length formats whole, the cap and the first failure
+ * stick, take hands the text over (an empty string when nothing was added). */
+static void test_buf(void **state)
+{
+	struct ca_buf b = {0}, capped = {.max = 8};
+	char big[3000], *t;
+	(void)state;
+	t = ca_buf_take(&b);
+	assert_string_equal(t, "");
+	free(t);
+	ca_buf_puts(&b, "ab");
+	ca_buf_add(&b, "cdef", 2);
+	ca_buf_printf(&b, "%d-%s", 12, "x");
+	assert_string_equal(b.p, "abcd12-x");
+	memset(big, 'z', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	ca_buf_printf(&b, "[%s]", big);
+	assert_int_equal(b.len, 8 + sizeof big + 1);
+	assert_int_equal(b.err, 0);
+	t = ca_buf_take(&b);
+	assert_int_equal(strlen(t), 8 + sizeof big + 1);
+	free(t);
+	assert_null(b.p);
+	ca_buf_puts(&capped, "12345678");
+	assert_int_equal(capped.err, 0);
+	ca_buf_puts(&capped, "9");
+	assert_int_equal(capped.err, CA_ERR_LIMIT);
+	ca_buf_free(&capped);
+	assert_int_equal(capped.err, 0);
+	assert_int_equal(capped.max, 8);
+	ca_buf_printf(&capped, "%s", "123456789");
+	assert_int_equal(capped.err, CA_ERR_LIMIT);
+	ca_buf_puts(&capped, "1");
+	assert_null(capped.p); /* nothing after the first failure */
+	ca_buf_free(&capped);
+	ca_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -875,6 +914,7 @@ int main(void)
 		cmocka_unit_test(test_clock),
 		cmocka_unit_test(test_log_level),
 		cmocka_unit_test(test_str),
+		cmocka_unit_test(test_buf),
 	};
 	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
