@@ -30,6 +30,7 @@
 #include "util/clock.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/str.h"
 
 const char *build_status_code(enum build_status s)
 {
@@ -427,20 +428,187 @@ static void check_library(const char *lib, struct build_result *res)
 	elf_dynamic_free(&e);
 }
 
+/* The build cache's root (opts->cache_dir, else <cache>/build), with obj/ and lib/ made, as an
+ * absolute path so that result->library works from any working directory. */
+static int cache_root(const struct build_opts *opts, char *cache, size_t size, struct ca_diag *d)
+{
+	char dir[PATH_MAX + 8], abs[PATH_MAX];
+	int rc;
+	if (opts->cache_dir && opts->cache_dir[0]) {
+		if (ca_strlcpy(cache, opts->cache_dir, size))
+			return ca_fail(d, CA_ERR_LIMIT, "cache path too long");
+	} else {
+		char root[PATH_MAX];
+		if ((rc = ca_cache_dir(root, sizeof root, d)))
+			return rc;
+		if (ca_path_join(cache, size, root, "build") != 0)
+			return ca_fail(d, CA_ERR_LIMIT, "cache path too long");
+	}
+	snprintf(dir, sizeof dir, "%s/obj", cache);
+	if ((rc = ca_mkdirs(dir, 0755, d)))
+		return rc;
+	snprintf(dir, sizeof dir, "%s/lib", cache);
+	if ((rc = ca_mkdirs(dir, 0755, d)))
+		return rc;
+	if ((rc = ca_realpath(cache, abs, sizeof abs, d)))
+		return rc;
+	return ca_strlcpy(cache, abs, size) ? ca_fail(d, CA_ERR_LIMIT, "cache path too long") : 0;
+}
+
+/* Link flags: the allowed libraries the sources mention, and an rpath to libcudart's
+ * directories (flags has room for 16). Returns how many. */
+static size_t link_flags_for(const struct candidate *c, const char *nvcc,
+			     char libdirs[3][PATH_MAX], const char **flags)
+{
+	size_t n = 0;
+	int nlibdirs;
+	if (c->uses_cublas) {
+		flags[n++] = "-lcublas";
+		flags[n++] = "-lcublasLt";
+	}
+	if (c->uses_cudnn)
+		flags[n++] = "-lcudnn";
+	nlibdirs = build_cuda_lib_dirs(nvcc, libdirs);
+	for (int i = 0; i < nlibdirs; i++) {
+		flags[n++] = "-Xlinker";
+		flags[n++] = "-rpath";
+		flags[n++] = "-Xlinker";
+		flags[n++] = libdirs[i];
+	}
+	return n;
+}
+
+/* Compiles, in parallel, every unit whose object and clean verdict the cache lacks. */
+static int compile_missing(const struct build_opts *opts, struct candidate *c, const char *nvcc,
+			   const char *kdir, double timeout_s, struct build_result *res,
+			   struct ca_diag *d)
+{
+	size_t to_compile = 0;
+	int jobs;
+	for (size_t i = 0; i < c->num_units; i++) {
+		struct unit *u = &c->units[i];
+		u->cached = !opts->no_cache && build_load_verdict(u) == 1 && ca_is_file(u->obj);
+		if (u->cached)
+			res->objects_cached++;
+		else
+			to_compile++;
+	}
+	if (!to_compile)
+		return 0;
+	jobs = opts->jobs > 0 ? opts->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (jobs < 1)
+		jobs = 1;
+	if (jobs > MAX_JOBS)
+		jobs = MAX_JOBS;
+	if ((size_t)jobs > to_compile)
+		jobs = (int)to_compile;
+	struct job j = {.units = c->units, .num_units = c->num_units, .nvcc = nvcc,
+			.arch = res->arch, .kdir = kdir, .include_dir = opts->include_dir,
+			.timeout_s = timeout_s};
+	ca_log_debug("build: compiling %zu of %zu units (%d jobs, %s)", to_compile, c->num_units,
+		     jobs, res->arch);
+	return build_compile_all(&j, jobs, d);
+}
+
+/* The compiler's verdict on the units it failed: timeouts (which replace other errors), or the
+ * first error lines of each log, paths rewritten by rw. Negative when nvcc could not run. */
+static int unit_errors(struct candidate *c, double timeout_s, const struct rewrite *rw,
+		       size_t nrw, struct build_result *res, struct ca_diag *d)
+{
+	int lines = 0;
+	for (size_t i = 0; i < c->num_units; i++) {
+		struct unit *u = &c->units[i];
+		char line[PATH_MAX + 64];
+		if (u->cached || !u->failed)
+			continue;
+		if (u->run_rc && !u->timed_out) /* could not run nvcc at all */
+			return ca_fail(d, u->run_rc, "cannot compile kernels/%s: %s", u->name,
+				       u->log ? u->log : "");
+		if (u->timed_out) {
+			int m = snprintf(line, sizeof line, "kernels/%s: nvcc took longer than %.0f s",
+					 u->name, timeout_s);
+			if (res->status != BUILD_TIMEOUT) {
+				res->errors[0] = '\0';
+				lines = 0;
+			}
+			res->status = BUILD_TIMEOUT;
+			if (m > 0)
+				build_buf_add_line(res->errors, sizeof res->errors, line, strlen(line));
+			continue;
+		}
+		if (res->status == BUILD_TIMEOUT)
+			continue;
+		res->objects_compiled++;
+		if (build_add_errors(u->log, u->name, rw, nrw, res->errors, sizeof res->errors,
+				     &lines) == 0) {
+			snprintf(line, sizeof line, "kernels/%s: nvcc failed:", u->name);
+			build_buf_add_line(res->errors, sizeof res->errors, line, strlen(line));
+			build_add_tail(u->log, rw, nrw, res->errors, sizeof res->errors, &lines);
+		}
+	}
+	return 0;
+}
+
+/* (2) of build_candidate: the cached verdicts. A refused unit ends the build without nvcc; the
+ * whole library comes from the cache only when every unit has a clean verdict. True when the
+ * build is decided. */
+static bool decided_by_cache(const struct build_opts *opts, struct candidate *c, const char *lib,
+			     const char *lib_info, struct build_result *res)
+{
+	size_t clean = 0, refused = 0;
+	for (size_t i = 0; i < c->num_units; i++) {
+		int v = opts->no_cache ? -1 : build_load_verdict(&c->units[i]);
+		if (v == 1)
+			clean++;
+		else if (v == 0)
+			refused++;
+	}
+	if (refused) {
+		res->objects_cached = (int)refused;
+		report_refused(c, res);
+		return true;
+	}
+	if (!opts->no_cache && clean == c->num_units && ca_is_file(lib)) {
+		res->cached = true;
+		res->objects_cached = (int)c->num_units;
+		load_info(lib_info, res->ptxas_info, sizeof res->ptxas_info);
+		check_library(lib, res);
+		return true;
+	}
+	return false;
+}
+
+/* After compiling: every unit's ptxas lines into the result, objects counted. Returns how many
+ * units' host assembly was refused. */
+static size_t collect_units(const struct candidate *c, struct build_result *res)
+{
+	size_t refused = 0;
+	for (size_t i = 0; i < c->num_units; i++) {
+		const struct unit *u = &c->units[i];
+		if (u->cached)
+			load_info(u->info_path, res->ptxas_info, sizeof res->ptxas_info);
+		else if (!u->failed) {
+			res->objects_compiled++;
+			append_lines(res->ptxas_info, sizeof res->ptxas_info, u->info);
+		}
+		refused += u->refused;
+	}
+	return refused;
+}
+
 int build_candidate(const struct build_opts *opts, struct build_result *res, struct ca_diag *d)
 {
 	double t0 = ca_now();
 	struct candidate c = {0};
-	char nvcc[PATH_MAX], cache[PATH_MAX], kdir[PATH_MAX], dir[PATH_MAX + 8], lib[PATH_MAX],
-		lib_info[PATH_MAX], version[BUILD_NVCC_VERSION_MAX];
+	char nvcc[PATH_MAX], cache[PATH_MAX], kdir[PATH_MAX], lib[PATH_MAX], lib_info[PATH_MAX],
+		version[BUILD_NVCC_VERSION_MAX];
 	char libdirs[3][PATH_MAX];
 	const char *link_flags[16];
 	size_t nlink = 0;
 	struct rewrite rw[2];
 	char kprefix[PATH_MAX + 1];
 	double timeout_s;
-	int rc, jobs, nlibdirs, lines = 0;
-	size_t clean = 0, refused = 0;
+	int rc;
 	bool verdict = false;
 
 	memset(res, 0, sizeof *res);
@@ -452,32 +620,8 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 	if ((rc = build_pick_arch(opts, res->arch, sizeof res->arch, d)) ||
 	    (rc = build_resolve_nvcc(opts, nvcc, sizeof nvcc, d)))
 		goto out;
-	if (opts->cache_dir && opts->cache_dir[0]) {
-		if (snprintf(cache, sizeof cache, "%s", opts->cache_dir) >= (int)sizeof cache) {
-			rc = ca_fail(d, CA_ERR_LIMIT, "cache path too long");
-			goto out;
-		}
-	} else {
-		char root[PATH_MAX];
-		if ((rc = ca_cache_dir(root, sizeof root, d)))
-			goto out;
-		if (ca_path_join(cache, sizeof cache, root, "build") != 0) {
-			rc = ca_fail(d, CA_ERR_LIMIT, "cache path too long");
-			goto out;
-		}
-	}
-	snprintf(dir, sizeof dir, "%s/obj", cache);
-	if ((rc = ca_mkdirs(dir, 0755, d)))
+	if ((rc = cache_root(opts, cache, sizeof cache, d)))
 		goto out;
-	snprintf(dir, sizeof dir, "%s/lib", cache);
-	if ((rc = ca_mkdirs(dir, 0755, d)))
-		goto out;
-	{ /* absolute, so that result->library works from any working directory */
-		char abs[PATH_MAX];
-		if ((rc = ca_realpath(cache, abs, sizeof abs, d)))
-			goto out;
-		memcpy(cache, abs, sizeof cache);
-	}
 
 	if (!ca_is_dir(opts->kernels_dir)) {
 		set_verdict(res, BUILD_NO_SOURCES, "kernels/ does not exist (%s)\n",
@@ -508,20 +652,7 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 	if ((rc = build_nvcc_version(nvcc, cache, version, sizeof version, d)))
 		goto out;
 
-	/* link flags: the allowed libraries the sources mention, and an rpath to libcudart */
-	if (c.uses_cublas) {
-		link_flags[nlink++] = "-lcublas";
-		link_flags[nlink++] = "-lcublasLt";
-	}
-	if (c.uses_cudnn)
-		link_flags[nlink++] = "-lcudnn";
-	nlibdirs = build_cuda_lib_dirs(nvcc, libdirs);
-	for (int i = 0; i < nlibdirs; i++) {
-		link_flags[nlink++] = "-Xlinker";
-		link_flags[nlink++] = "-rpath";
-		link_flags[nlink++] = "-Xlinker";
-		link_flags[nlink++] = libdirs[i];
-	}
+	nlink = link_flags_for(&c, nvcc, libdirs, link_flags);
 
 	if ((rc = compute_keys(&c, version, res->arch, opts->include_dir, link_flags, nlink, cache,
 			       res->hash, d)))
@@ -535,100 +666,18 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 
 	/* (2) the cached verdicts: a refused unit ends the build without nvcc; the whole library
 	 * comes from the cache only when every unit has a clean verdict */
-	for (size_t i = 0; i < c.num_units; i++) {
-		struct unit *u = &c.units[i];
-		int v = opts->no_cache ? -1 : build_load_verdict(u);
-		if (v == 1)
-			clean++;
-		else if (v == 0)
-			refused++;
-	}
-	if (refused) {
-		res->objects_cached = (int)refused;
-		report_refused(&c, res);
+	if (decided_by_cache(opts, &c, lib, lib_info, res))
 		goto out;
-	}
-	if (!opts->no_cache && clean == c.num_units && ca_is_file(lib)) {
-		res->cached = true;
-		res->objects_cached = (int)c.num_units;
-		load_info(lib_info, res->ptxas_info, sizeof res->ptxas_info);
-		check_library(lib, res);
-		goto out;
-	}
 
 	/* (3) compile what the cache lacks, in parallel */
-	size_t to_compile = 0;
-	for (size_t i = 0; i < c.num_units; i++) {
-		struct unit *u = &c.units[i];
-		u->cached = !opts->no_cache && build_load_verdict(u) == 1 && ca_is_file(u->obj);
-		if (u->cached)
-			res->objects_cached++;
-		else
-			to_compile++;
-	}
-	jobs = opts->jobs > 0 ? opts->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
-	if (jobs < 1)
-		jobs = 1;
-	if (jobs > MAX_JOBS)
-		jobs = MAX_JOBS;
-	if ((size_t)jobs > to_compile)
-		jobs = (int)(to_compile ? to_compile : 1);
-	if (to_compile) {
-		struct job j = {.units = c.units, .num_units = c.num_units, .nvcc = nvcc,
-				.arch = res->arch, .kdir = kdir, .include_dir = opts->include_dir,
-				.timeout_s = timeout_s};
-		ca_log_debug("build: compiling %zu of %zu units (%d jobs, %s)", to_compile,
-			     c.num_units, jobs, res->arch);
-		if ((rc = build_compile_all(&j, jobs, d)))
-			goto out;
-	}
+	if ((rc = compile_missing(opts, &c, nvcc, kdir, timeout_s, res, d)))
+		goto out;
 	snprintf(kprefix, sizeof kprefix, "%s/", kdir);
 	rw[0] = (struct rewrite){.from = kprefix, .to = "kernels/"};
 	rw[1] = (struct rewrite){.from = cache, .to = "<cache>"};
-	for (size_t i = 0; i < c.num_units; i++) {
-		struct unit *u = &c.units[i];
-		if (u->cached || !u->failed)
-			continue;
-		if (u->run_rc && !u->timed_out) { /* could not run nvcc at all */
-			rc = ca_fail(d, u->run_rc, "cannot compile kernels/%s: %s", u->name,
-				     u->log ? u->log : "");
-			goto out;
-		}
-		if (u->timed_out) {
-			char line[PATH_MAX + 64];
-			int m = snprintf(line, sizeof line, "kernels/%s: nvcc took longer than %.0f s",
-					 u->name, timeout_s);
-			if (res->status != BUILD_TIMEOUT) {
-				res->errors[0] = '\0';
-				lines = 0;
-			}
-			res->status = BUILD_TIMEOUT;
-			if (m > 0)
-				build_buf_add_line(res->errors, sizeof res->errors, line, strlen(line));
-			continue;
-		}
-		if (res->status == BUILD_TIMEOUT)
-			continue;
-		res->objects_compiled++;
-		if (build_add_errors(u->log, u->name, rw, 2, res->errors, sizeof res->errors, &lines) == 0) {
-			char line[PATH_MAX + 64];
-			snprintf(line, sizeof line, "kernels/%s: nvcc failed:", u->name);
-			build_buf_add_line(res->errors, sizeof res->errors, line, strlen(line));
-			build_add_tail(u->log, rw, 2, res->errors, sizeof res->errors, &lines);
-		}
-	}
-	for (size_t i = 0; i < c.num_units; i++) {
-		struct unit *u = &c.units[i];
-		if (u->cached)
-			load_info(u->info_path, res->ptxas_info, sizeof res->ptxas_info);
-		else if (!u->failed) {
-			res->objects_compiled++;
-			append_lines(res->ptxas_info, sizeof res->ptxas_info, u->info);
-		}
-	}
-	for (size_t i = 0; i < c.num_units; i++)
-		refused += c.units[i].refused;
-	if (refused) { /* host assembly refused: the verdict, before compile errors */
+	if ((rc = unit_errors(&c, timeout_s, rw, 2, res, d)))
+		goto out;
+	if (collect_units(&c, res)) { /* host assembly refused: the verdict, before compile errors */
 		report_refused(&c, res);
 		goto out;
 	}
