@@ -292,6 +292,134 @@ static int ensure_workspace(const struct agent_opts *o, struct ca_diag *d)
 	return workspace_create(&wo, &rep, d);
 }
 
+/* The bash tool's scratch directory and the directory of its `cuda-agent` shim, under the
+ * cache (removed by the caller). */
+static int tool_dirs(char *scratch, size_t scratch_size, char *shim_dir, size_t shim_size,
+		     struct ca_diag *d)
+{
+	char base[PATH_MAX];
+	if (ca_cache_dir(base, sizeof base, d) ||
+	    ca_make_temp_dir(base, "agent-tmp-", scratch, scratch_size, d) ||
+	    ca_make_temp_dir(base, "agent-bin-", shim_dir, shim_size, d) ||
+	    tools_bash_write_shim(shim_dir, d))
+		return CA_ERR_IO;
+	return 0;
+}
+
+static void tool_ctx_init(struct tool_ctx *ctx, const struct agent_opts *o, const char *scratch,
+			  const char *shim_dir, struct shim_target *shim)
+{
+	memset(ctx, 0, sizeof *ctx);
+	ctx->workspace = o->workspace;
+	ctx->read_only = read_only_files;
+	ctx->bash_timeout_s = o->bash_timeout_s;
+	ctx->output_cap = o->tool_output_cap;
+	ctx->sandbox = o->eval.sandbox;
+	ctx->scratch_dir = scratch;
+	ctx->agent_cmd = serve_shim;
+	ctx->agent_cmd_arg = shim;
+	ctx->shim_dir = shim_dir;
+}
+
+static void traj_turn(struct trajectory *traj, int turn, const struct llm_reply *reply,
+		      double seconds)
+{
+	traj_write(traj, json_pack("{s:s, s:i, s:O, s:s, s:I, s:I, s:I, s:i, s:f}", "type", "turn",
+				   "turn", turn, "message", reply->message, "finish_reason",
+				   reply->finish_reason, "prompt_tokens",
+				   (json_int_t)reply->prompt_tokens, "completion_tokens",
+				   (json_int_t)reply->completion_tokens, "total_tokens",
+				   (json_int_t)reply->total_tokens, "attempts", reply->attempts,
+				   "seconds", seconds));
+}
+
+/* Runs one reply's tool calls in order: each answer appended to messages, each call written to
+ * the trajectory, repeats and schema violations counted. Returns the seconds the tools took. */
+static double handle_calls(struct eval_session *s, const struct agent_opts *o,
+			   struct tool_ctx *ctx, int turn, json_t *calls, json_t *messages,
+			   json_t *seen, struct trajectory *traj, struct agent_result *res)
+{
+	double spent = 0;
+	size_t i;
+	json_t *call;
+	json_array_foreach(calls, i, call) {
+		const char *id = json_string_value(json_object_get(call, "id"));
+		json_t *fn = json_object_get(call, "function");
+		const char *name = json_string_value(json_object_get(fn, "name"));
+		const char *arguments = json_string_value(json_object_get(fn, "arguments"));
+		char *args_text = NULL; /* arguments sent as an object instead of a string */
+		struct call_outcome oc;
+		char key[512];
+		bool repeated = false;
+
+		if (!name)
+			name = "";
+		if (!arguments && json_is_object(json_object_get(fn, "arguments")))
+			arguments = args_text = json_dumps(json_object_get(fn, "arguments"),
+							   JSON_COMPACT);
+		if (!arguments)
+			arguments = "";
+		run_call(s, o, ctx, name, arguments, &oc);
+		spent += oc.seconds;
+		/* repeated: the same tool with the same arguments as an earlier call */
+		{
+			char digest[CA_HASH_HEX_LEN + 1];
+			ca_hash_hex(arguments, strlen(arguments), digest);
+			snprintf(key, sizeof key, "%.64s:%s", name, digest);
+			repeated = json_object_get(seen, key) != NULL;
+			json_object_set_new(seen, key, json_true());
+		}
+		res->tool_calls++;
+		res->schema_violations += oc.violation;
+		res->repeated_calls += repeated;
+		json_array_append_new(messages,
+				      json_pack("{s:s, s:s, s:s}", "role", "tool",
+						"tool_call_id", id ? id : "", "content",
+						oc.output));
+		traj_write(traj, json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:f}",
+					    "type", "tool", "turn", turn, "id", id ? id : "",
+					    "name", name, "arguments", arguments, "output",
+					    oc.output, "ok", oc.ok, "violation", oc.violation,
+					    "repeated", repeated, "seconds", oc.seconds));
+		free(oc.output);
+		free(args_text);
+	}
+	return spent;
+}
+
+/* The final evaluation: the workspace's kernels against the original task. */
+static int final_evaluation(struct eval_session *s, const struct agent_opts *o,
+			    struct trajectory *traj, struct agent_result *res, struct ca_diag *d)
+{
+	struct eval_opts eo = o->eval;
+	struct ca_diag ed = {{0}};
+	int rc;
+	eo.mode = EVAL_FULL;
+	eo.task_dir = o->task_dir;
+	eo.candidate_dir = o->workspace;
+	eo.format = CANDIDATE_NATIVE;
+	if (!o->quiet)
+		ca_log_info("final evaluation of %s", o->workspace);
+	if ((rc = eval_run(s, &eo, &res->final, &ed)))
+		return ca_fail(d, rc, "final evaluation: %s", ed.msg);
+	traj_write(traj, json_pack("{s:s, s:O}", "type", "final", "result", res->final));
+	return 0;
+}
+
+static void traj_summary(struct trajectory *traj, const struct agent_result *res)
+{
+	traj_write(traj,
+		   json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:O, s:f, s:f, s:f, s:f}",
+			     "type", "summary", "stop_reason", res->stop_reason, "turns", res->turns,
+			     "tool_calls", res->tool_calls, "schema_violations",
+			     res->schema_violations, "repeated_calls", res->repeated_calls,
+			     "prompt_tokens", (json_int_t)res->prompt_tokens, "completion_tokens",
+			     (json_int_t)res->completion_tokens, "reward",
+			     json_object_get(res->final, "reward"), "seconds", res->seconds,
+			     "llm_seconds", res->llm_seconds, "tool_seconds", res->tool_seconds,
+			     "overhead_ms_per_turn", res->overhead_ms_per_turn));
+}
+
 int agent_run(struct eval_session *s, const struct agent_opts *o, struct agent_result *res,
 	      struct ca_diag *d)
 {
@@ -326,26 +454,9 @@ int agent_run(struct eval_session *s, const struct agent_opts *o, struct agent_r
 		rc = CA_ERR_IO;
 		goto out;
 	}
-	{
-		char base[PATH_MAX];
-		if (ca_cache_dir(base, sizeof base, d) || ca_make_temp_dir(base, "agent-tmp-", scratch,
-									 sizeof scratch, d) ||
-		    ca_make_temp_dir(base, "agent-bin-", shim_dir, sizeof shim_dir, d) ||
-		    tools_bash_write_shim(shim_dir, d)) {
-			rc = CA_ERR_IO;
-			goto out;
-		}
-	}
-	memset(&ctx, 0, sizeof ctx);
-	ctx.workspace = o->workspace;
-	ctx.read_only = read_only_files;
-	ctx.bash_timeout_s = o->bash_timeout_s;
-	ctx.output_cap = o->tool_output_cap;
-	ctx.sandbox = o->eval.sandbox;
-	ctx.scratch_dir = scratch;
-	ctx.agent_cmd = serve_shim;
-	ctx.agent_cmd_arg = &shim;
-	ctx.shim_dir = shim_dir;
+	if ((rc = tool_dirs(scratch, sizeof scratch, shim_dir, sizeof shim_dir, d)))
+		goto out;
+	tool_ctx_init(&ctx, o, scratch, shim_dir, &shim);
 	tools = tools_schemas();
 	seen = json_object();
 	traj_write(&traj, json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:O, s:O}", "type", "start",
@@ -359,7 +470,6 @@ int agent_run(struct eval_session *s, const struct agent_opts *o, struct agent_r
 		struct ca_diag ld = {{0}};
 		double turn0 = ca_now(), spent_llm, spent_tools = 0;
 		json_t *calls;
-		size_t i;
 
 		if (turn > max_turns) {
 			ca_strlcpy(res->stop_reason, "turn_limit", sizeof res->stop_reason);
@@ -390,95 +500,23 @@ int agent_run(struct eval_session *s, const struct agent_opts *o, struct agent_r
 			res->completion_tokens += reply.completion_tokens;
 		json_array_append(messages, reply.message);
 		calls = json_object_get(reply.message, "tool_calls");
-		traj_write(&traj,
-			   json_pack("{s:s, s:i, s:O, s:s, s:I, s:I, s:I, s:i, s:f}", "type", "turn",
-				     "turn", turn, "message", reply.message, "finish_reason",
-				     reply.finish_reason, "prompt_tokens",
-				     (json_int_t)reply.prompt_tokens, "completion_tokens",
-				     (json_int_t)reply.completion_tokens, "total_tokens",
-				     (json_int_t)reply.total_tokens, "attempts", reply.attempts,
-				     "seconds", spent_llm));
+		traj_turn(&traj, turn, &reply, spent_llm);
 		if (!json_is_array(calls) || json_array_size(calls) == 0) {
 			llm_reply_free(&reply);
 			loop_own += ca_now() - turn0 - spent_llm;
 			break; /* no tool calls: the model is done */
 		}
-		json_t *call;
-		json_array_foreach(calls, i, call) {
-			const char *id = json_string_value(json_object_get(call, "id"));
-			json_t *fn = json_object_get(call, "function");
-			const char *name = json_string_value(json_object_get(fn, "name"));
-			const char *arguments = json_string_value(json_object_get(fn, "arguments"));
-			char *args_text = NULL; /* arguments sent as an object instead of a string */
-			struct call_outcome oc;
-			char key[512];
-			bool repeated = false;
-
-			if (!name)
-				name = "";
-			if (!arguments && json_is_object(json_object_get(fn, "arguments")))
-				arguments = args_text = json_dumps(json_object_get(fn, "arguments"),
-								   JSON_COMPACT);
-			if (!arguments)
-				arguments = "";
-			run_call(s, o, &ctx, name, arguments, &oc);
-			spent_tools += oc.seconds;
-			/* repeated: the same tool with the same arguments as an earlier call */
-			{
-				char digest[CA_HASH_HEX_LEN + 1];
-				ca_hash_hex(arguments, strlen(arguments), digest);
-				snprintf(key, sizeof key, "%.64s:%s", name, digest);
-				repeated = json_object_get(seen, key) != NULL;
-				json_object_set_new(seen, key, json_true());
-			}
-			res->tool_calls++;
-			res->schema_violations += oc.violation;
-			res->repeated_calls += repeated;
-			json_array_append_new(messages,
-					      json_pack("{s:s, s:s, s:s}", "role", "tool",
-							"tool_call_id", id ? id : "", "content",
-							oc.output));
-			traj_write(&traj, json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:f}",
-						    "type", "tool", "turn", turn, "id", id ? id : "",
-						    "name", name, "arguments", arguments, "output",
-						    oc.output, "ok", oc.ok, "violation", oc.violation,
-						    "repeated", repeated, "seconds", oc.seconds));
-			free(oc.output);
-			free(args_text);
-		}
+		spent_tools = handle_calls(s, o, &ctx, turn, calls, messages, seen, &traj, res);
 		res->tool_seconds += spent_tools;
 		llm_reply_free(&reply);
 		loop_own += ca_now() - turn0 - spent_llm - spent_tools;
 	}
 
-	/* The final evaluation: the workspace's kernels against the original task. */
-	{
-		struct eval_opts eo = o->eval;
-		struct ca_diag ed = {{0}};
-		eo.mode = EVAL_FULL;
-		eo.task_dir = o->task_dir;
-		eo.candidate_dir = o->workspace;
-		eo.format = CANDIDATE_NATIVE;
-		if (!o->quiet)
-			ca_log_info("final evaluation of %s", o->workspace);
-		if ((rc = eval_run(s, &eo, &res->final, &ed))) {
-			ca_fail(d, rc, "final evaluation: %s", ed.msg);
-			goto out;
-		}
-		traj_write(&traj, json_pack("{s:s, s:O}", "type", "final", "result", res->final));
-	}
+	if ((rc = final_evaluation(s, o, &traj, res, d)))
+		goto out;
 	res->seconds = ca_now() - t0;
 	res->overhead_ms_per_turn = res->turns > 0 ? loop_own * 1e3 / res->turns : 0;
-	traj_write(&traj,
-		   json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:O, s:f, s:f, s:f, s:f}",
-			     "type", "summary", "stop_reason", res->stop_reason, "turns", res->turns,
-			     "tool_calls", res->tool_calls, "schema_violations",
-			     res->schema_violations, "repeated_calls", res->repeated_calls,
-			     "prompt_tokens", (json_int_t)res->prompt_tokens, "completion_tokens",
-			     (json_int_t)res->completion_tokens, "reward",
-			     json_object_get(res->final, "reward"), "seconds", res->seconds,
-			     "llm_seconds", res->llm_seconds, "tool_seconds", res->tool_seconds,
-			     "overhead_ms_per_turn", res->overhead_ms_per_turn));
+	traj_summary(&traj, res);
 	rc = 0;
 out:
 	if (client_ok)

@@ -609,18 +609,156 @@ static int load_kb_results(struct run *r, struct ca_diag *d)
 	return rc;
 }
 
+/* Everything before the first evaluation: the task tree scanned, KernelBench's results read,
+ * the results database opened and the items prepared (resumed ones marked). */
+static int bench_prepare(struct run *r, struct results_db *db, struct bench_summary *s,
+			 char *jsonl_path, size_t jsonl_size, struct ca_diag *d)
+{
+	const struct bench_opts *o = r->o;
+	char db_path[PATH_MAX];
+	int rc;
+
+	if (!ca_is_dir(o->tasks_dir))
+		return ca_fail(d, CA_ERR_NOTFOUND, "task directory %s does not exist", o->tasks_dir);
+	if (!ca_is_dir(o->candidates_dir))
+		return ca_fail(d, CA_ERR_NOTFOUND, "candidate directory %s does not exist",
+			       o->candidates_dir);
+	if (o->self_exe) {
+		ca_strlcpy(r->self_exe, o->self_exe, sizeof r->self_exe);
+	} else {
+		ssize_t n = readlink("/proc/self/exe", r->self_exe, sizeof r->self_exe - 1);
+		if (n <= 0)
+			return ca_fail(d, CA_ERR_IO, "cannot find the cuda-agent binary: %s",
+				       strerror(errno));
+		r->self_exe[n] = '\0';
+	}
+	if ((rc = load_kb_results(r, d)) || (rc = scan(r, o->tasks_dir, "", 0, d)))
+		return rc;
+	if (r->n == 0)
+		return ca_fail(d, CA_ERR_NOTFOUND,
+			       "no task under %s (a task is a directory holding model.py)",
+			       o->tasks_dir);
+	s->tasks = r->n;
+	settings_fingerprint(o, r->settings_fp);
+	if ((rc = ca_mkdirs(o->out_dir, 0755, d)))
+		return rc;
+	if (ca_path_join(db_path, sizeof db_path, o->out_dir, "bench.sqlite") ||
+	    ca_path_join(jsonl_path, jsonl_size, o->out_dir, "results.jsonl"))
+		return ca_fail(d, CA_ERR_LIMIT, "--out path too long");
+	if ((rc = results_db_open(db, db_path, d)))
+		return rc;
+	return prepare_items(r, db, s, d);
+}
+
+/* Waits for the item's compile (timed, to notice a signal: handlers cannot signal a cond). */
+static void wait_compiled(struct run *r, const struct item *it)
+{
+	pthread_mutex_lock(&r->lock);
+	while (it->state != ITEM_READY && !interrupted) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 200 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&r->ready, &r->lock, &ts);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* One result into the database and results.jsonl, and onto the progress line. */
+static int store_result(struct run *r, struct results_db *db, FILE *jsonl, const struct item *it,
+			const json_t *result, struct progress *pg, struct ca_diag *d)
+{
+	struct results_key k = {it->key, it->task_hash[0] ? it->task_hash : "unloadable",
+				it->cand_fp, r->settings_fp};
+	char *text = json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(9));
+	char what[160];
+	int rc = results_db_put(db, &k, result, d);
+	if (text) {
+		fprintf(jsonl, "%s\n", text);
+		fflush(jsonl);
+	}
+	free(text);
+	snprintf(what, sizeof what, "%s%s", result_reason(result),
+		 result_passed(result) ? " (correct)" : "");
+	progress_show(pg, r, it->key, what);
+	return rc;
+}
+
+/* Evaluates every item in order as its compile finishes, in one warm session, until done, a
+ * failure to evaluate, or a signal. */
+static int evaluate_all(struct run *r, struct results_db *db, FILE *jsonl, struct progress *pg,
+			struct bench_summary *s, struct ca_diag *d)
+{
+	const struct bench_opts *o = r->o;
+	struct eval_session session;
+	int rc = 0;
+
+	eval_session_init(&session, o->python, o->device);
+	for (size_t i = 0; i < r->n && !interrupted; i++) {
+		struct item *it = &r->items[i];
+		struct eval_opts eo = o->eval;
+		json_t *result = NULL;
+		double t0;
+
+		if (it->resumed) {
+			pg->done++;
+			continue;
+		}
+		wait_compiled(r, it);
+		if (interrupted)
+			break;
+		progress_show(pg, r, it->key, "evaluating");
+		eo.mode = EVAL_FULL;
+		eo.task_dir = it->task_dir;
+		eo.candidate_dir = it->cand_dir;
+		t0 = ca_now();
+		if ((rc = eval_run(&session, &eo, &result, d))) {
+			ca_fail_prefix(d, rc, "%s", it->key);
+			break;
+		}
+		if (interrupted) { /* cut short: not stored, evaluated again next time */
+			json_decref(result);
+			break;
+		}
+		pg->eval_seconds += ca_now() - t0;
+		pg->evaluated++;
+		pg->done++;
+		s->evaluated++;
+		if (result_passed(result))
+			pg->passed++;
+		rc = store_result(r, db, jsonl, it, result, pg, d);
+		json_decref(result);
+		if (rc)
+			break;
+	}
+	eval_session_close(&session);
+	return rc;
+}
+
+/* Stops the compile threads (they see r->stop) and joins them. */
+static void pool_stop(struct run *r, pthread_t *threads, size_t nthreads)
+{
+	pthread_mutex_lock(&r->lock);
+	r->stop = true;
+	pthread_cond_broadcast(&r->ready);
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < nthreads; i++)
+		pthread_join(threads[i], NULL);
+}
+
 int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_diag *d)
 {
 	struct run r;
 	struct results_db db = {0};
-	struct eval_session session;
 	struct progress pg = {0};
 	struct sigaction sa, old_int, old_term;
 	pthread_t *threads = NULL;
 	size_t nthreads = 0;
-	char db_path[PATH_MAX], jsonl_path[PATH_MAX];
+	char jsonl_path[PATH_MAX];
 	FILE *jsonl = NULL;
-	bool session_open = false, pool_started = false;
 	int jobs = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	int rc;
 
@@ -637,46 +775,7 @@ int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_dia
 	if (jobs > BENCH_MAX_JOBS)
 		jobs = BENCH_MAX_JOBS;
 
-	if (!ca_is_dir(o->tasks_dir)) {
-		rc = ca_fail(d, CA_ERR_NOTFOUND, "task directory %s does not exist", o->tasks_dir);
-		goto out;
-	}
-	if (!ca_is_dir(o->candidates_dir)) {
-		rc = ca_fail(d, CA_ERR_NOTFOUND, "candidate directory %s does not exist",
-			     o->candidates_dir);
-		goto out;
-	}
-	if (o->self_exe) {
-		ca_strlcpy(r.self_exe, o->self_exe, sizeof r.self_exe);
-	} else {
-		ssize_t n = readlink("/proc/self/exe", r.self_exe, sizeof r.self_exe - 1);
-		if (n <= 0) {
-			rc = ca_fail(d, CA_ERR_IO, "cannot find the cuda-agent binary: %s",
-				     strerror(errno));
-			goto out;
-		}
-		r.self_exe[n] = '\0';
-	}
-	if ((rc = load_kb_results(&r, d)))
-		goto out;
-	if ((rc = scan(&r, o->tasks_dir, "", 0, d)))
-		goto out;
-	if (r.n == 0) {
-		rc = ca_fail(d, CA_ERR_NOTFOUND,
-			     "no task under %s (a task is a directory holding model.py)",
-			     o->tasks_dir);
-		goto out;
-	}
-	s->tasks = r.n;
-	settings_fingerprint(o, r.settings_fp);
-	if ((rc = ca_mkdirs(o->out_dir, 0755, d)))
-		goto out;
-	if (ca_path_join(db_path, sizeof db_path, o->out_dir, "bench.sqlite") ||
-	    ca_path_join(jsonl_path, sizeof jsonl_path, o->out_dir, "results.jsonl")) {
-		rc = ca_fail(d, CA_ERR_LIMIT, "--out path too long");
-		goto out;
-	}
-	if ((rc = results_db_open(&db, db_path, d)) || (rc = prepare_items(&r, &db, s, d)))
+	if ((rc = bench_prepare(&r, &db, s, jsonl_path, sizeof jsonl_path, d)))
 		goto out;
 	jsonl = fopen(jsonl_path, "a");
 	if (!jsonl) {
@@ -697,109 +796,23 @@ int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_dia
 	sigaction(SIGTERM, &sa, &old_term);
 
 	threads = calloc((size_t)jobs, sizeof *threads);
-	if (!threads) {
-		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory");
-		goto restore;
-	}
-	pool_started = true;
-	for (int i = 0; i < jobs; i++) {
+	for (int i = 0; threads && i < jobs; i++) {
 		if (pthread_create(&threads[nthreads], NULL, compile_worker, &r) != 0)
 			break;
 		nthreads++;
 	}
-	if (nthreads == 0) {
+	if (nthreads == 0)
 		rc = ca_fail(d, CA_ERR_NOMEM, "cannot start a compile thread");
-		goto restore;
-	}
-
-	eval_session_init(&session, o->python, o->device);
-	session_open = true;
-	for (size_t i = 0; i < r.n; i++) {
-		struct item *it = &r.items[i];
-		struct eval_opts eo = o->eval;
-		json_t *result = NULL;
-		double t0;
-
-		if (interrupted)
-			break;
-		if (it->resumed) {
-			pg.done++;
-			continue;
-		}
-		/* Wait for its compile (timed, to notice a signal: handlers cannot signal a cond). */
-		pthread_mutex_lock(&r.lock);
-		while (it->state != ITEM_READY && !interrupted) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 200 * 1000 * 1000;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&r.ready, &r.lock, &ts);
-		}
-		pthread_mutex_unlock(&r.lock);
-		if (interrupted)
-			break;
-		progress_show(&pg, &r, it->key, "evaluating");
-		eo.mode = EVAL_FULL;
-		eo.task_dir = it->task_dir;
-		eo.candidate_dir = it->cand_dir;
-		t0 = ca_now();
-		if ((rc = eval_run(&session, &eo, &result, d))) {
-			ca_fail_prefix(d, rc, "%s", it->key);
-			break;
-		}
-		if (interrupted) { /* cut short: not stored, evaluated again next time */
-			json_decref(result);
-			break;
-		}
-		pg.eval_seconds += ca_now() - t0;
-		pg.evaluated++;
-		pg.done++;
-		s->evaluated++;
-		if (result_passed(result))
-			pg.passed++;
-		{
-			struct results_key k = {it->key, it->task_hash[0] ? it->task_hash : "unloadable",
-						it->cand_fp, r.settings_fp};
-			char *text = json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(9));
-			char what[160];
-			rc = results_db_put(&db, &k, result, d);
-			if (text) {
-				fprintf(jsonl, "%s\n", text);
-				fflush(jsonl);
-			}
-			free(text);
-			snprintf(what, sizeof what, "%s%s", result_reason(result),
-				 result_passed(result) ? " (correct)" : "");
-			progress_show(&pg, &r, it->key, what);
-		}
-		json_decref(result);
-		if (rc)
-			break;
-	}
+	else
+		rc = evaluate_all(&r, &db, jsonl, &pg, s, d);
 	if (pg.tty && !o->quiet)
 		fputc('\n', stderr);
-
-restore:
-	if (pool_started) {
-		pthread_mutex_lock(&r.lock);
-		r.stop = true;
-		pthread_cond_broadcast(&r.ready);
-		pthread_mutex_unlock(&r.lock);
-		for (size_t i = 0; i < nthreads; i++)
-			pthread_join(threads[i], NULL);
-	}
+	pool_stop(&r, threads, nthreads);
 	free(threads);
-	if (session_open)
-		eval_session_close(&session);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
-	if (jsonl) {
-		fclose(jsonl);
-		jsonl = NULL;
-	}
+	fclose(jsonl);
+	jsonl = NULL;
 	s->interrupted = interrupted != 0;
 	if (!rc) {
 		rc = finish(&r, &db, s, d);
