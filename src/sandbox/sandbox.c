@@ -529,30 +529,17 @@ static int plan_seccomp(struct plan *p, const struct sandbox_opts *o, struct san
 	return 0;
 }
 
-int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sandbox_opts *opts,
-		  const char *stderr_path, struct ca_diag *d)
+/* Every layer starts "disabled by the caller" or "not attempted"; layers that go with another
+ * choice count as disabled by the caller (strict ignores them): the W^X layers a shell does
+ * without, and seccomp_wx without seccomp. Returns the disabled set. */
+static unsigned disabled_layers(struct sandbox_report *rep, const struct sandbox_opts *o)
 {
-	static const struct sandbox_opts defaults = {0};
-	const struct sandbox_opts *o = opts ? opts : &defaults;
-	struct sandbox_report *rep = &sb->report;
-	struct plan *p = NULL;
-	int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_fd = -1, rc = 0;
-	bool root = geteuid() == 0;
 	unsigned dis = o->disable & DISABLEABLE;
-	unsigned long ns_all = CLONE_NEWNS | CLONE_NEWPID;
-	pid_t pid = -1;
-	char shown[256];
-
-	memset(sb, 0, sizeof *sb);
-	sb->child.pid = -1;
-	sb->child.to_child = sb->child.from_child = -1;
 	for (int l = 0; l < SANDBOX_N_LAYERS; l++)
 		if (dis & SANDBOX_BIT(l))
 			sandbox_set_layer(rep, (enum sandbox_layer)l, false, "disabled by the caller");
 		else
 			sandbox_set_layer(rep, (enum sandbox_layer)l, false, "not attempted");
-	/* Layers that go with another choice count as disabled by the caller (strict ignores
-	 * them): the W^X layers a shell does without, and seccomp_wx without seccomp. */
 	for (int l = 0; l < SANDBOX_N_LAYERS; l++)
 		if (o->allow_processes && (SHELL_OFF & SANDBOX_BIT(l)) && !(dis & SANDBOX_BIT(l))) {
 			dis |= SANDBOX_BIT(l);
@@ -562,15 +549,12 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 		dis |= SANDBOX_BIT(SANDBOX_SECCOMP_WX);
 		sandbox_set_layer(rep, SANDBOX_SECCOMP_WX, false, "disabled with the seccomp layer");
 	}
-	if (!argv || !argv[0] || argv[0][0] != '/')
-		return ca_fail(d, CA_ERR_INVALID,
-			       "sandbox: the program must be an absolute path: %s",
-			       argv && argv[0] ? ca_printable(shown, argv[0], sizeof shown) : "");
+	return dis;
+}
 
-	p = calloc(1, sizeof *p);
-	if (!p)
-		return ca_fail(d, CA_ERR_NOMEM, "sandbox: out of memory");
-	p->argv = argv;
+/* The plan's limits, ids and layer switches from the options (defaults where 0). */
+static void plan_settings(struct plan *p, const struct sandbox_opts *o, unsigned dis, bool root)
+{
 	p->cwd = o->cwd ? o->cwd : "/";
 	p->tmp_bytes = o->tmp_bytes ? o->tmp_bytes : DEFAULT_TMP_BYTES;
 	snprintf(p->tmp_opts, sizeof p->tmp_opts, "size=%llu,mode=1777",
@@ -594,6 +578,82 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	p->noexec = !(dis & SANDBOX_BIT(SANDBOX_NOEXEC));
 	p->landlock = !(dis & SANDBOX_BIT(SANDBOX_LANDLOCK));
 	p->in_fd = p->out_fd = p->err_fd = p->sock = -1;
+}
+
+/* Mounts, environment, Landlock paths and the seccomp filter: everything the child applies. */
+static int plan_everything(struct sandbox *sb, struct plan *p, const struct sandbox_opts *o,
+			   unsigned dis, bool root, struct ca_diag *d)
+{
+	struct sandbox_report *rep = &sb->report;
+	int rc;
+	if ((rc = sandbox_plan_scratch(p, p->tmp_dir, "tmp", root, d)) != 0 ||
+	    (rc = sandbox_plan_scratch(p, p->shm_dir, "shm", root, d)) != 0)
+		return rc;
+	if ((rc = sandbox_plan_system(p)) != 0)
+		return ca_fail(d, rc, "sandbox: out of memory");
+	if ((rc = sandbox_plan_binds(sb, p, o, root, d)) != 0 ||
+	    (rc = sandbox_plan_env(p, o, d)) != 0)
+		return rc;
+	if (p->landlock && (rc = sandbox_plan_landlock(p)) != 0)
+		return ca_fail(d, rc, "sandbox: out of memory");
+	if (!(dis & SANDBOX_BIT(SANDBOX_SECCOMP))) {
+		/* with allow_processes execve is not pinned: the child execs argv[0] itself */
+		if (!o->allow_processes && sandbox_map_exec_path(p, p->argv[0]) != 0)
+			return ca_fail(d, CA_ERR_NOMEM, "sandbox: mmap: %s", strerror(errno));
+		if ((rc = plan_seccomp(p, o, rep, d)) != 0)
+			return rc;
+		if (p->seccomp)
+			rep->seccomp_rules = p->rules;
+	}
+	return 0;
+}
+
+/* --strict: a layer that was wanted and did not come on stops the program. */
+static int strict_or_stop(struct sandbox *sb, unsigned dis, struct ca_diag *d)
+{
+	struct sandbox_report *rep = &sb->report;
+	char off[1900] = "";
+	size_t n = 0;
+	for (int l = 0; l < SANDBOX_N_LAYERS; l++)
+		if (!rep->layer[l].on && !(dis & SANDBOX_BIT(l)))
+			ca_appendf(off, sizeof off, &n, "%s%s (%s)", n ? "; " : "", layer_names[l],
+				   rep->layer[l].detail);
+	if (n) {
+		struct ca_run_result r;
+		sandbox_finish(sb, 0, &r);
+		return ca_fail(d, CA_ERR_UNSUPPORTED, "sandbox: layers unavailable: %s", off);
+	}
+	return 0;
+}
+
+int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sandbox_opts *opts,
+		  const char *stderr_path, struct ca_diag *d)
+{
+	static const struct sandbox_opts defaults = {0};
+	const struct sandbox_opts *o = opts ? opts : &defaults;
+	struct sandbox_report *rep = &sb->report;
+	struct plan *p = NULL;
+	int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_fd = -1, rc = 0;
+	bool root = geteuid() == 0;
+	unsigned dis;
+	unsigned long ns_all = CLONE_NEWNS | CLONE_NEWPID;
+	pid_t pid = -1;
+	char shown[256];
+
+	memset(sb, 0, sizeof *sb);
+	sb->child.pid = -1;
+	sb->child.to_child = sb->child.from_child = -1;
+	dis = disabled_layers(rep, o);
+	if (!argv || !argv[0] || argv[0][0] != '/')
+		return ca_fail(d, CA_ERR_INVALID,
+			       "sandbox: the program must be an absolute path: %s",
+			       argv && argv[0] ? ca_printable(shown, argv[0], sizeof shown) : "");
+
+	p = calloc(1, sizeof *p);
+	if (!p)
+		return ca_fail(d, CA_ERR_NOMEM, "sandbox: out of memory");
+	p->argv = argv;
+	plan_settings(p, o, dis, root);
 	if (o->n_pass_fds > SANDBOX_MAX_PASS_FDS) {
 		rc = ca_fail(d, CA_ERR_LIMIT, "sandbox: at most %d passed descriptors",
 			     SANDBOX_MAX_PASS_FDS);
@@ -610,30 +670,8 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	if (!(dis & SANDBOX_BIT(SANDBOX_UTS_NS)))
 		ns_all |= CLONE_NEWUTS;
 
-	if ((rc = sandbox_plan_scratch(p, p->tmp_dir, "tmp", root, d)) != 0 ||
-	    (rc = sandbox_plan_scratch(p, p->shm_dir, "shm", root, d)) != 0)
+	if ((rc = plan_everything(sb, p, o, dis, root, d)) != 0)
 		goto fail;
-	if ((rc = sandbox_plan_system(p)) != 0) {
-		rc = ca_fail(d, rc, "sandbox: out of memory");
-		goto fail;
-	}
-	if ((rc = sandbox_plan_binds(sb, p, o, root, d)) != 0 || (rc = sandbox_plan_env(p, o, d)) != 0)
-		goto fail;
-	if (p->landlock && (rc = sandbox_plan_landlock(p)) != 0) {
-		rc = ca_fail(d, rc, "sandbox: out of memory");
-		goto fail;
-	}
-	if (!(dis & SANDBOX_BIT(SANDBOX_SECCOMP))) {
-		/* with allow_processes execve is not pinned: the child execs argv[0] itself */
-		if (!o->allow_processes && sandbox_map_exec_path(p, argv[0]) != 0) {
-			rc = ca_fail(d, CA_ERR_NOMEM, "sandbox: mmap: %s", strerror(errno));
-			goto fail;
-		}
-		if ((rc = plan_seccomp(p, o, rep, d)) != 0)
-			goto fail;
-		if (p->seccomp)
-			rep->seccomp_rules = p->rules;
-	}
 
 	if (stderr_path) {
 		err_fd = open(stderr_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -680,21 +718,7 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	sb->child.from_child = out_pipe[0];
 	sandbox_plan_free(p);
 
-	if (o->strict) {
-		char off[1900] = "";
-		size_t n = 0;
-		for (int l = 0; l < SANDBOX_N_LAYERS; l++)
-			if (!rep->layer[l].on && !(dis & SANDBOX_BIT(l)))
-				ca_appendf(off, sizeof off, &n, "%s%s (%s)", n ? "; " : "",
-					   layer_names[l], rep->layer[l].detail);
-		if (n) {
-			struct ca_run_result r;
-			sandbox_finish(sb, 0, &r);
-			return ca_fail(d, CA_ERR_UNSUPPORTED, "sandbox: layers unavailable: %s",
-				       off);
-		}
-	}
-	return 0;
+	return o->strict ? strict_or_stop(sb, dis, d) : 0;
 
 fail:
 	for (int i = 0; i < 2; i++) {
