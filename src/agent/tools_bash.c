@@ -176,6 +176,118 @@ static void shim_serve(const struct tool_ctx *ctx, struct shim_server *sv)
 static const enum sandbox_layer required[] = {SANDBOX_MOUNT_NS, SANDBOX_PID_NS, SANDBOX_NET_NS,
 					       SANDBOX_FILESYSTEM, SANDBOX_NO_NEW_PRIVS};
 
+/* The command in the sandbox (bash tools run with processes allowed, no GPU, the workspace
+ * writable), refused when a layer it needs is missing. */
+static int start_sandboxed(const struct tool_ctx *ctx, const char *ws, const char *const *argv,
+			   const char *path_env, int shim_fd, bool shim, double limit,
+			   struct sandbox *sb, struct ca_diag *d)
+{
+	struct ca_run_result fate;
+	int rc;
+	const char *env[] = {path_env, "HOME=/tmp", "LANG=C.UTF-8", NULL};
+	struct sandbox_bind binds[2] = {{.src = ws, .writable = true}, {.src = ctx->shim_dir}};
+	struct sandbox_opts so = {0};
+	size_t count = 0;
+	so.env = env;
+	so.cwd = ws;
+	so.binds = binds;
+	so.n_binds = shim ? 2 : 1;
+	so.pass_fds = &shim_fd;
+	so.n_pass_fds = shim ? 1 : 0;
+	so.tmp_dir = ctx->scratch_dir; /* NULL: a private tmpfs */
+	so.no_gpu = true;
+	so.allow_processes = true;
+	so.cpu_seconds = (uint64_t)ceil(limit) + 30;
+	if (geteuid() == 0)
+		chown_tree(ws, "", ctx, 0, &count);
+	if ((rc = sandbox_spawn(sb, argv, &so, "/dev/null", d)) != 0)
+		return ca_fail_prefix(d, rc, "tools: bash");
+	for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+		if (!sb->report.layer[required[i]].on) {
+			char why[SANDBOX_DETAIL_MAX + 64];
+			snprintf(why, sizeof why, "%s (%s)", sandbox_layer_name(required[i]),
+				 sb->report.layer[required[i]].detail);
+			sandbox_finish(sb, 0, &fate);
+			return ca_fail(d, CA_ERR_UNSUPPORTED,
+				       "tools: bash: the sandbox lacks a layer it needs: %s", why);
+		}
+	return 0;
+}
+
+/* Reads the command's output (and serves its `cuda-agent` requests, whose time extends the
+ * deadline) until end of file, the deadline, or a short drain after the command ended while
+ * something it left behind holds the pipe. True when the deadline passed. */
+static bool pump(const struct tool_ctx *ctx, struct ca_child *c, struct shim_server *sv,
+		 struct tool_capture *cp, double *deadline)
+{
+	bool timed_out = false, eof = false;
+	double drain_until = 0;
+	while (!eof) {
+		double now = ca_now();
+		if (now >= *deadline) {
+			timed_out = true;
+			break;
+		}
+		if (drain_until > 0 && now >= drain_until)
+			break; /* the command ended; something it left behind holds the pipe */
+		struct pollfd pf[2] = {{.fd = c->from_child, .events = POLLIN},
+				       {.fd = sv->fd, .events = POLLIN}};
+		double wait = *deadline - now < 0.1 ? *deadline - now : 0.1;
+		int pr = poll(pf, sv->fd >= 0 ? 2 : 1, (int)(wait * 1000) + 1);
+		if (pr < 0 && errno != EINTR)
+			break;
+		if (pr > 0 && sv->fd >= 0 && (pf[1].revents & POLLIN)) {
+			double before = sv->served_s;
+			shim_serve(ctx, sv);
+			*deadline += sv->served_s - before; /* the request's time is not the command's */
+		}
+		if (pr > 0 && (pf[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			char buf[65536];
+			for (;;) {
+				ssize_t n = read(c->from_child, buf, sizeof buf);
+				if (n > 0) {
+					tool_capture_add(cp, buf, (size_t)n);
+					continue;
+				}
+				if (n == 0)
+					eof = true;
+				else if (errno == EINTR)
+					continue;
+				else if (errno != EAGAIN)
+					eof = true;
+				break;
+			}
+		}
+		if (!eof && drain_until == 0 && !ca_child_alive(c))
+			drain_until = ca_now() + 0.2;
+	}
+	return timed_out;
+}
+
+/* The exit code and the line after the output: a timeout, a signal, an exit code, or
+ * "(no output)". */
+static void outcome(struct tool_result *res, const struct ca_run_result *fate, bool timed_out,
+		    double limit, size_t total, char *trailer, size_t size)
+{
+	if (timed_out) {
+		res->exit_code = -1;
+		snprintf(trailer, size,
+			 "\n[timed out after %.1f s: the command and everything it started were "
+			 "killed]",
+			 limit);
+	} else if (fate->term_signal) {
+		res->exit_code = -1;
+		snprintf(trailer, size, "\n[killed by signal %d (%s)]", fate->term_signal,
+			 strsignal(fate->term_signal));
+	} else {
+		res->exit_code = fate->exit_code;
+		if (fate->exit_code != 0)
+			snprintf(trailer, size, "\n[exit code %d]", fate->exit_code);
+		else if (total == 0)
+			snprintf(trailer, size, "(no output)");
+	}
+}
+
 int tools_bash_run(const struct tool_ctx *ctx, const char *ws, size_t cap, const json_t *args,
 		   struct tool_result *res, struct ca_diag *d)
 {
@@ -187,8 +299,8 @@ int tools_bash_run(const struct tool_ctx *ctx, const char *ws, size_t cap, const
 	struct sandbox sb;
 	struct ca_child plain, *c;
 	struct ca_run_result fate;
-	bool timed_out = false, eof = false;
-	double start = ca_now(), deadline, drain_until = 0;
+	bool timed_out;
+	double start = ca_now(), deadline;
 	char trailer[256] = "", home[PATH_MAX + 8];
 	int rc;
 
@@ -208,39 +320,10 @@ int tools_bash_run(const struct tool_ctx *ctx, const char *ws, size_t cap, const
 		goto fail;
 	}
 	if (ctx->sandbox) {
-		const char *env[] = {path_env, "HOME=/tmp", "LANG=C.UTF-8", NULL};
-		struct sandbox_bind binds[2] = {{.src = ws, .writable = true}, {.src = ctx->shim_dir}};
-		struct sandbox_opts so = {0};
-		size_t count = 0;
-		so.env = env;
-		so.cwd = ws;
-		so.binds = binds;
-		so.n_binds = shim ? 2 : 1;
-		so.pass_fds = &pair[1];
-		so.n_pass_fds = shim ? 1 : 0;
-		so.tmp_dir = ctx->scratch_dir; /* NULL: a private tmpfs */
-		so.no_gpu = true;
-		so.allow_processes = true;
-		so.cpu_seconds = (uint64_t)ceil(limit) + 30;
-		if (geteuid() == 0)
-			chown_tree(ws, "", ctx, 0, &count);
-		if ((rc = sandbox_spawn(&sb, argv, &so, "/dev/null", d)) != 0) {
+		if ((rc = start_sandboxed(ctx, ws, argv, path_env, pair[1], shim, limit, &sb, d))) {
 			tool_capture_free(&cp);
-			rc = ca_fail_prefix(d, rc, "tools: bash");
 			goto fail;
 		}
-		for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
-			if (!sb.report.layer[required[i]].on) {
-				char why[SANDBOX_DETAIL_MAX + 64];
-				snprintf(why, sizeof why, "%s (%s)",
-					 sandbox_layer_name(required[i]),
-					 sb.report.layer[required[i]].detail);
-				sandbox_finish(&sb, 0, &fate);
-				tool_capture_free(&cp);
-				rc = ca_fail(d, CA_ERR_UNSUPPORTED,
-					     "tools: bash: the sandbox lacks a layer it needs: %s", why);
-				goto fail;
-			}
 		c = &sb.child;
 	} else {
 		snprintf(home, sizeof home, "HOME=%s", ctx->scratch_dir ? ctx->scratch_dir : "/tmp");
@@ -265,45 +348,7 @@ int tools_bash_run(const struct tool_ctx *ctx, const char *ws, size_t cap, const
 	c->to_child = -1;
 	(void)fcntl(c->from_child, F_SETFL, fcntl(c->from_child, F_GETFL) | O_NONBLOCK);
 	deadline = start + limit;
-	while (!eof) {
-		double now = ca_now();
-		if (now >= deadline) {
-			timed_out = true;
-			break;
-		}
-		if (drain_until > 0 && now >= drain_until)
-			break; /* the command ended; something it left behind holds the pipe */
-		struct pollfd pf[2] = {{.fd = c->from_child, .events = POLLIN},
-				       {.fd = sv.fd, .events = POLLIN}};
-		double wait = deadline - now < 0.1 ? deadline - now : 0.1;
-		int pr = poll(pf, sv.fd >= 0 ? 2 : 1, (int)(wait * 1000) + 1);
-		if (pr < 0 && errno != EINTR)
-			break;
-		if (pr > 0 && sv.fd >= 0 && (pf[1].revents & POLLIN)) {
-			double before = sv.served_s;
-			shim_serve(ctx, &sv);
-			deadline += sv.served_s - before; /* the request's time is not the command's */
-		}
-		if (pr > 0 && (pf[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			char buf[65536];
-			for (;;) {
-				ssize_t n = read(c->from_child, buf, sizeof buf);
-				if (n > 0) {
-					tool_capture_add(&cp, buf, (size_t)n);
-					continue;
-				}
-				if (n == 0)
-					eof = true;
-				else if (errno == EINTR)
-					continue;
-				else if (errno != EAGAIN)
-					eof = true;
-				break;
-			}
-		}
-		if (!eof && drain_until == 0 && !ca_child_alive(c))
-			drain_until = ca_now() + 0.2;
-	}
+	timed_out = pump(ctx, c, &sv, &cp, &deadline);
 	/* after EOF the command may still run (it closed its stdout): wait for it until the
 	 * deadline, then kill everything */
 	double grace = timed_out ? 0 : deadline - ca_now();
@@ -316,23 +361,7 @@ int tools_bash_run(const struct tool_ctx *ctx, const char *ws, size_t cap, const
 	if (fate.timed_out)
 		timed_out = true;
 	res->timed_out = timed_out;
-	if (timed_out) {
-		res->exit_code = -1;
-		snprintf(trailer, sizeof trailer,
-			 "\n[timed out after %.1f s: the command and everything it started were "
-			 "killed]",
-			 limit);
-	} else if (fate.term_signal) {
-		res->exit_code = -1;
-		snprintf(trailer, sizeof trailer, "\n[killed by signal %d (%s)]", fate.term_signal,
-			 strsignal(fate.term_signal));
-	} else {
-		res->exit_code = fate.exit_code;
-		if (fate.exit_code != 0)
-			snprintf(trailer, sizeof trailer, "\n[exit code %d]", fate.exit_code);
-		else if (cp.total == 0)
-			snprintf(trailer, sizeof trailer, "(no output)");
-	}
+	outcome(res, &fate, timed_out, limit, cp.total, trailer, sizeof trailer);
 	res->ok = !timed_out && res->exit_code == 0;
 	res->output = tool_capture_finish(&cp, trailer, &res->bytes_omitted);
 	rc = res->output ? 0 : ca_fail(d, CA_ERR_NOMEM, "tools: bash: out of memory");
