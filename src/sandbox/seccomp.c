@@ -83,38 +83,17 @@ int sandbox_seccomp_build_opts(uint64_t exec_path, bool allow_processes,
 	return sandbox_seccomp_build_spec(&spec, filter, len, rules, NULL, d);
 }
 
-int sandbox_seccomp_build_spec(const struct sandbox_seccomp_spec *spec,
-			       struct sock_filter **filter, unsigned short *len, int *rules,
-			       int *wx_rules, struct ca_diag *d)
+/* The rules of the spec: the kill list, sockets other than AF_UNIX, namespaces and processes by
+ * clone, execve but the sandbox's own, clone3 (ENOSYS) and sched_setaffinity (EPERM). *n counts
+ * them. */
+static int add_rules(scmp_filter_ctx ctx, const struct sandbox_seccomp_spec *spec, int *count,
+		     struct ca_diag *d)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	const uint64_t exec_path = spec->exec_path;
 	const bool allow_processes = spec->allow_processes;
-	int n_wx = 0;
 	const uint32_t kill = SCMP_ACT_KILL_PROCESS;
-	int n = 0, rc = 0, fd = -1, e;
-	struct stat st;
-	char *buf = NULL;
+	int n = 0, e;
 
-	*filter = NULL;
-	*len = 0;
-	*rules = 0;
-	if (wx_rules)
-		*wx_rules = 0;
-	if (!ctx)
-		return ca_fail(d, CA_ERR_NOMEM, "seccomp_init failed");
-	if (allow_processes && exec_path) {
-		rc = ca_fail(d, CA_ERR_INVALID,
-			     "seccomp: allow_processes leaves execve unrestricted (exec_path must "
-			     "be 0)");
-		goto out;
-	}
-	/* A syscall of another ABI (i386 int 0x80, x32) would dodge every rule below. */
-	if ((e = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, kill)) != 0) {
-		rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot set the bad-arch action: %s",
-			     strerror(-e));
-		goto out;
-	}
 	for (const char *const *name = kill_names; *name; name++) {
 		if (allow_processes && process_syscall(*name))
 			continue;
@@ -123,9 +102,8 @@ int sandbox_seccomp_build_spec(const struct sandbox_seccomp_spec *spec,
 			continue; /* unknown to this libseccomp: the kernel may not have it either
 				   */
 		if ((e = seccomp_rule_add(ctx, kill, nr, 0)) != 0) {
-			rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot add a rule for %s: %s",
-				     *name, strerror(-e));
-			goto out;
+			return ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot add a rule for %s: %s",
+				       *name, strerror(-e));
 		}
 		n++;
 	}
@@ -133,9 +111,8 @@ int sandbox_seccomp_build_spec(const struct sandbox_seccomp_spec *spec,
 	struct scmp_arg_cmp not_unix = {
 		.arg = 0, .op = SCMP_CMP_NE, .datum_a = (scmp_datum_t)AF_UNIX, .datum_b = 0};
 	if ((e = seccomp_rule_add_array(ctx, kill, SCMP_SYS(socket), 1, &not_unix)) != 0) {
-		rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot add the socket rule: %s",
-			     strerror(-e));
-		goto out;
+		return ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot add the socket rule: %s",
+			       strerror(-e));
 	}
 	n++;
 	/* clone(flags & CLONE_NEW*): one rule per flag (libseccomp compares masked equality). */
@@ -145,9 +122,8 @@ int sandbox_seccomp_build_spec(const struct sandbox_seccomp_spec *spec,
 						.datum_a = (scmp_datum_t)clone_ns_flags[i],
 						.datum_b = (scmp_datum_t)clone_ns_flags[i]};
 		if ((e = seccomp_rule_add_array(ctx, kill, SCMP_SYS(clone), 1, &has_flag)) != 0) {
-			rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot add a clone rule: %s",
-				     strerror(-e));
-			goto out;
+			return ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot add a clone rule: %s",
+				       strerror(-e));
 		}
 		n++;
 	}
@@ -160,9 +136,8 @@ int sandbox_seccomp_build_spec(const struct sandbox_seccomp_spec *spec,
 					  .datum_b = 0};
 	if (!allow_processes) {
 		if ((e = seccomp_rule_add_array(ctx, kill, SCMP_SYS(clone), 1, &no_thread)) != 0) {
-			rc = ca_fail(d, CA_ERR_UNSUPPORTED,
-				     "seccomp: cannot add the clone rule: %s", strerror(-e));
-			goto out;
+			return ca_fail(d, CA_ERR_UNSUPPORTED,
+				       "seccomp: cannot add the clone rule: %s", strerror(-e));
 		}
 		n++;
 	}
@@ -174,17 +149,15 @@ int sandbox_seccomp_build_spec(const struct sandbox_seccomp_spec *spec,
 						  .datum_b = 0};
 		if ((e = seccomp_rule_add_array(ctx, kill, SCMP_SYS(execve), 1, &other_path)) !=
 		    0) {
-			rc = ca_fail(d, CA_ERR_UNSUPPORTED,
-				     "seccomp: cannot add the execve rule: %s", strerror(-e));
-			goto out;
+			return ca_fail(d, CA_ERR_UNSUPPORTED,
+				       "seccomp: cannot add the execve rule: %s", strerror(-e));
 		}
 		n++;
 	}
 	/* clone3 passes its flags in memory the filter cannot read: make libc fall back. */
 	if ((e = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0)) != 0) {
-		rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot add the clone3 rule: %s",
-			     strerror(-e));
-		goto out;
+		return ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot add the clone3 rule: %s",
+			       strerror(-e));
 	}
 	n++;
 	/* The candidate's process keeps the CPUs it was started on: moving itself to another core
@@ -192,52 +165,95 @@ int sandbox_seccomp_build_spec(const struct sandbox_seccomp_spec *spec,
 	 * (docs/security.md, "The outside bound"). EPERM, not a kill: OpenMP runtimes try it. */
 	if ((e = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(sched_setaffinity), 0)) !=
 	    0) {
-		rc = ca_fail(d, CA_ERR_UNSUPPORTED,
-			     "seccomp: cannot add the sched_setaffinity rule: %s", strerror(-e));
-		goto out;
+		return ca_fail(d, CA_ERR_UNSUPPORTED,
+			       "seccomp: cannot add the sched_setaffinity rule: %s", strerror(-e));
 	}
 	n++;
+	*count += n;
+	return 0;
+}
+
+/* The filter as BPF (exported by libseccomp through a memfd, size-checked), into *filter. */
+static int export_filter(scmp_filter_ctx ctx, struct sock_filter **filter, unsigned short *len,
+			 struct ca_diag *d)
+{
+	struct stat st;
+	char *buf = NULL;
+	int fd, e, rc = 0;
+
+	fd = memfd_create("ca-seccomp", MFD_CLOEXEC);
+	if (fd < 0)
+		return ca_fail(d, CA_ERR_IO, "seccomp: memfd_create: %s", strerror(errno));
+	if ((e = seccomp_export_bpf(ctx, fd)) != 0) {
+		rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot export the filter: %s",
+			     strerror(-e));
+		goto done;
+	}
+	if (fstat(fd, &st) != 0 || st.st_size <= 0 || (size_t)st.st_size > FILTER_MAX_BYTES ||
+	    (size_t)st.st_size % sizeof(struct sock_filter) != 0 ||
+	    (size_t)st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+		rc = ca_fail(d, CA_ERR_LIMIT, "seccomp: the exported filter has an odd size");
+		goto done;
+	}
+	buf = malloc((size_t)st.st_size);
+	if (!buf) {
+		rc = ca_fail(d, CA_ERR_NOMEM, "seccomp: out of memory");
+		goto done;
+	}
+	if (pread(fd, buf, (size_t)st.st_size, 0) != st.st_size) {
+		rc = ca_fail(d, CA_ERR_IO, "seccomp: cannot read the exported filter");
+		goto done;
+	}
+	*filter = (struct sock_filter *)(void *)buf;
+	*len = (unsigned short)((size_t)st.st_size / sizeof(struct sock_filter));
+	buf = NULL;
+done:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+int sandbox_seccomp_build_spec(const struct sandbox_seccomp_spec *spec,
+			       struct sock_filter **filter, unsigned short *len, int *rules,
+			       int *wx_rules, struct ca_diag *d)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	int n_wx = 0, n = 0, rc = 0, e;
+
+	*filter = NULL;
+	*len = 0;
+	*rules = 0;
+	if (wx_rules)
+		*wx_rules = 0;
+	if (!ctx)
+		return ca_fail(d, CA_ERR_NOMEM, "seccomp_init failed");
+	if (spec->allow_processes && spec->exec_path) {
+		rc = ca_fail(d, CA_ERR_INVALID,
+			     "seccomp: allow_processes leaves execve unrestricted (exec_path must "
+			     "be 0)");
+		goto out;
+	}
+	/* A syscall of another ABI (i386 int 0x80, x32) would dodge every rule below. */
+	if ((e = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) != 0) {
+		rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot set the bad-arch action: %s",
+			     strerror(-e));
+		goto out;
+	}
+	if ((rc = add_rules(ctx, spec, &n, d)) != 0)
+		goto out;
 	if (spec->wx) {
 		if ((rc = sandbox_wx_seccomp_rules(ctx, spec->wx_mprotect_exec, &n_wx, d)) != 0)
 			goto out;
 		n += n_wx;
 	}
 
-	fd = memfd_create("ca-seccomp", MFD_CLOEXEC);
-	if (fd < 0) {
-		rc = ca_fail(d, CA_ERR_IO, "seccomp: memfd_create: %s", strerror(errno));
+	if ((rc = export_filter(ctx, filter, len, d)) != 0)
 		goto out;
-	}
-	if ((e = seccomp_export_bpf(ctx, fd)) != 0) {
-		rc = ca_fail(d, CA_ERR_UNSUPPORTED, "seccomp: cannot export the filter: %s",
-			     strerror(-e));
-		goto out;
-	}
-	if (fstat(fd, &st) != 0 || st.st_size <= 0 || (size_t)st.st_size > FILTER_MAX_BYTES ||
-	    (size_t)st.st_size % sizeof(struct sock_filter) != 0 ||
-	    (size_t)st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
-		rc = ca_fail(d, CA_ERR_LIMIT, "seccomp: the exported filter has an odd size");
-		goto out;
-	}
-	buf = malloc((size_t)st.st_size);
-	if (!buf) {
-		rc = ca_fail(d, CA_ERR_NOMEM, "seccomp: out of memory");
-		goto out;
-	}
-	if (pread(fd, buf, (size_t)st.st_size, 0) != st.st_size) {
-		rc = ca_fail(d, CA_ERR_IO, "seccomp: cannot read the exported filter");
-		goto out;
-	}
-	*filter = (struct sock_filter *)(void *)buf;
-	*len = (unsigned short)((size_t)st.st_size / sizeof(struct sock_filter));
 	*rules = n;
 	if (wx_rules)
 		*wx_rules = n_wx;
-	buf = NULL;
 out:
-	free(buf);
-	if (fd >= 0)
-		close(fd);
 	seccomp_release(ctx);
 	return rc;
 }
