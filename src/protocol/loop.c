@@ -304,6 +304,64 @@ static bool outside_settled(const struct loop *L, const struct loop_result *r,
 	return se <= fmax(0.5 * tol, L->cal.ref_offset_se_s * 1e3);
 }
 
+/* Whether timed call i (on slot, special set `special` or -1) is checked is decided now, after
+ * it has ended: every special set, and spot checks thinning out as 1/(i+1). */
+static int check_after(struct state *s, size_t i, int slot, int special, struct loop_fail *f)
+{
+	const struct timing_protocol *p = s->p;
+	double chance;
+	bool spot;
+	if (!s->L->ops.check)
+		return 0;
+	chance = fmin(1.0, p->spot_density / (double)(i + 1));
+	spot = special < 0 && stats_rng_uniform(&s->rng) < chance;
+	if (special < 0 && !spot)
+		return 0;
+	if (special >= 0)
+		s->r->special_checks++;
+	else
+		s->r->spot_checks++;
+	return run_check(s, slot, special >= 0 ? special : LOOP_NORMAL, i,
+			 special >= 0 ? "special" : "spot", f);
+}
+
+/* After the timed calls: the final call (a fresh set in a used buffer, checked), then the
+ * median decided (protocol/sample.h); claims far below the outside bound are tampering. */
+static int conclude(struct state *s, struct loop_fail *f)
+{
+	struct loop *L = s->L;
+	const struct timing_protocol *p = s->p;
+	struct loop_result *r = s->r;
+	struct ca_diag d = {{0}};
+	int rc = 0;
+
+	if (L->ops.check) {
+		struct loop_window w;
+		if ((rc = window(s, 0, LOOP_FINAL, LOOP_SEND_CALL, &w, f)) ||
+		    (rc = run_check(s, 0, LOOP_FINAL, (size_t)-1, "final", f)))
+			return rc;
+		r->final_done = true;
+	}
+	if ((rc = sample_decide(r->claims_ms, r->outside_ms, r->n, p->tol_abs_us * 1e-3,
+				p->tol_rel, L->ops.has_ref ? L->cal.ref_offset_se_s * 1e3 : 0.0,
+				L->ops.has_ref ? SAMPLE_PAIRED : SAMPLE_CALIBRATED,
+				L->ops.trusted, &r->verdict, &d))) {
+		loop_fail_set(f, "internal", "timing: %s", d.msg);
+		return rc;
+	}
+	if (r->verdict.tampering) {
+		loop_fail_set(f, "hack.timer_tampering",
+			      "the candidate's own timings claim a median of %.4f ms, but the "
+			      "supervisor's clock saw at least %.4f ms per call (%.4f ms less a "
+			      "tolerance of %.4f ms): timers in the candidate's process were "
+			      "tampered with",
+			      r->verdict.claims_median_ms, r->verdict.outside_ms - r->verdict.tol_ms,
+			      r->verdict.outside_ms, r->verdict.tol_ms);
+		rc = CA_ERR_REJECTED;
+	}
+	return rc;
+}
+
 int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64_t secret,
 	      struct loop_result *r, struct loop_fail *f)
 {
@@ -360,20 +418,8 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 
 		if ((rc = window(&s, slot, special ? next : LOOP_NORMAL, LOOP_SEND_CALL, &w, f)))
 			goto out;
-		/* Checked or not is decided now, after the call has ended. */
-		if (L->ops.check) {
-			double chance = fmin(1.0, p->spot_density / (double)(i + 1));
-			bool spot = !special && stats_rng_uniform(&s.rng) < chance;
-			if (special || spot) {
-				if (special)
-					r->special_checks++;
-				else
-					r->spot_checks++;
-				if ((rc = run_check(&s, slot, special ? next : LOOP_NORMAL, i,
-						    special ? "special" : "spot", f)))
-					goto out;
-			}
-		}
+		if ((rc = check_after(&s, i, slot, special ? next : -1, f)))
+			goto out;
 		/* The reference window, prepared like a call (that prepare perturbs the set once
 		 * more, as the next call on it would anyway). */
 		if (L->ops.has_ref && (rc = window(&s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f)))
@@ -408,31 +454,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 	r->loop_s = ca_now() - loop_t0 - (r->checks_s - checks_at_start);
 	r->sm_clock_after = device_sm_clock(L->dev);
 
-	/* The final call: a fresh set in a used buffer, checked. */
-	if (L->ops.check) {
-		struct loop_window w;
-		if ((rc = window(&s, 0, LOOP_FINAL, LOOP_SEND_CALL, &w, f)) ||
-		    (rc = run_check(&s, 0, LOOP_FINAL, (size_t)-1, "final", f)))
-			goto out;
-		r->final_done = true;
-	}
-	if ((rc = sample_decide(r->claims_ms, r->outside_ms, r->n, p->tol_abs_us * 1e-3,
-				p->tol_rel, L->ops.has_ref ? L->cal.ref_offset_se_s * 1e3 : 0.0,
-				L->ops.has_ref ? SAMPLE_PAIRED : SAMPLE_CALIBRATED,
-				L->ops.trusted, &r->verdict, &d))) {
-		loop_fail_set(f, "internal", "timing: %s", d.msg);
-		goto out;
-	}
-	if (r->verdict.tampering) {
-		loop_fail_set(f, "hack.timer_tampering",
-			      "the candidate's own timings claim a median of %.4f ms, but the "
-			      "supervisor's clock saw at least %.4f ms per call (%.4f ms less a "
-			      "tolerance of %.4f ms): timers in the candidate's process were "
-			      "tampered with",
-			      r->verdict.claims_median_ms, r->verdict.outside_ms - r->verdict.tol_ms,
-			      r->verdict.outside_ms, r->verdict.tol_ms);
-		rc = CA_ERR_REJECTED;
-	}
+	rc = conclude(&s, f);
 out:
 	free(special_at);
 	stats_running_free(&run);
