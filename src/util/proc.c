@@ -115,50 +115,13 @@ static void kill_group(pid_t pid)
 	kill(pid, SIGKILL);
 }
 
-int ca_run(const char *const *argv, const struct ca_run_opts *opts, struct ca_run_result *r,
-	   struct ca_diag *d)
+/* Feeds stdin_data and captures stdout and stderr until both close or the deadline passes
+ * (then the process group is killed and r->timed_out set). */
+static void pump_pipes(pid_t pid, int out_pipe[2], int err_pipe[2], int in_pipe[2],
+		       const struct ca_run_opts *opts, struct capture *out, struct capture *err,
+		       double start, double timeout, struct ca_run_result *r)
 {
-	int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, in_pipe[2] = {-1, -1};
-	struct capture out = {0}, err = {0};
 	size_t in_off = 0;
-	int rc = 0, status = 0;
-	pid_t pid;
-	double start = ca_now();
-	double timeout = opts ? opts->timeout_s : 0;
-
-	memset(r, 0, sizeof *r);
-	if (capture_init(&out, opts && opts->stdout_cap ? opts->stdout_cap : 1u << 20) ||
-	    capture_init(&err, opts && opts->stderr_cap ? opts->stderr_cap : 256u << 10)) {
-		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory starting %s", argv[0]);
-		goto fail;
-	}
-	if (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC) || pipe2(in_pipe, O_CLOEXEC)) {
-		rc = ca_fail(d, CA_ERR_IO, "pipe: %s", strerror(errno));
-		goto fail;
-	}
-	pid = fork();
-	if (pid < 0) {
-		rc = ca_fail(d, CA_ERR_CHILD, "fork: %s", strerror(errno));
-		goto fail;
-	}
-	if (pid == 0) {
-		dup2(in_pipe[0], 0);
-		dup2(out_pipe[1], 1);
-		dup2(err_pipe[1], 2);
-		exec_child(argv, opts);
-	}
-	setpgid(pid, pid);
-	close(out_pipe[1]);
-	close(err_pipe[1]);
-	close(in_pipe[0]);
-	out_pipe[1] = err_pipe[1] = in_pipe[0] = -1;
-	if (!opts || !opts->stdin_data) {
-		close(in_pipe[1]);
-		in_pipe[1] = -1;
-	} else {
-		fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
-	}
-
 	while (out_pipe[0] >= 0 || err_pipe[0] >= 0) {
 		struct pollfd fds[3];
 		int nfds = 0, wait_ms = -1;
@@ -201,7 +164,7 @@ int ca_run(const char *const *argv, const struct ca_run_opts *opts, struct ca_ru
 			}
 			ssize_t n = read(fds[i].fd, buf, sizeof buf);
 			if (n > 0) {
-				capture_add(fds[i].fd == out_pipe[0] ? &out : &err, buf, (size_t)n);
+				capture_add(fds[i].fd == out_pipe[0] ? out : err, buf, (size_t)n);
 			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
 				if (fds[i].fd == out_pipe[0]) {
 					close(out_pipe[0]);
@@ -213,9 +176,13 @@ int ca_run(const char *const *argv, const struct ca_run_opts *opts, struct ca_ru
 			}
 		}
 	}
-	/* The pipes are closed (or we timed out): reap, bounded by the deadline too. */
+}
+
+/* Reaps pid, bounded by the deadline too (then the group is killed). */
+static void reap(pid_t pid, double start, double timeout, int *status, struct ca_run_result *r)
+{
 	for (;;) {
-		pid_t w = waitpid(pid, &status, timeout > 0 ? WNOHANG : 0);
+		pid_t w = waitpid(pid, status, timeout > 0 ? WNOHANG : 0);
 		if (w == pid)
 			break;
 		if (w < 0 && errno != EINTR)
@@ -223,12 +190,59 @@ int ca_run(const char *const *argv, const struct ca_run_opts *opts, struct ca_ru
 		if (timeout > 0 && ca_now() > start + timeout) {
 			r->timed_out = true;
 			kill_group(pid);
-			waitpid(pid, &status, 0);
+			waitpid(pid, status, 0);
 			break;
 		}
 		if (timeout > 0)
 			usleep(1000);
 	}
+}
+
+int ca_run(const char *const *argv, const struct ca_run_opts *opts, struct ca_run_result *r,
+	   struct ca_diag *d)
+{
+	int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, in_pipe[2] = {-1, -1};
+	struct capture out = {0}, err = {0};
+	int rc = 0, status = 0;
+	pid_t pid;
+	double start = ca_now();
+	double timeout = opts ? opts->timeout_s : 0;
+
+	memset(r, 0, sizeof *r);
+	if (capture_init(&out, opts && opts->stdout_cap ? opts->stdout_cap : 1u << 20) ||
+	    capture_init(&err, opts && opts->stderr_cap ? opts->stderr_cap : 256u << 10)) {
+		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory starting %s", argv[0]);
+		goto fail;
+	}
+	if (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC) || pipe2(in_pipe, O_CLOEXEC)) {
+		rc = ca_fail(d, CA_ERR_IO, "pipe: %s", strerror(errno));
+		goto fail;
+	}
+	pid = fork();
+	if (pid < 0) {
+		rc = ca_fail(d, CA_ERR_CHILD, "fork: %s", strerror(errno));
+		goto fail;
+	}
+	if (pid == 0) {
+		dup2(in_pipe[0], 0);
+		dup2(out_pipe[1], 1);
+		dup2(err_pipe[1], 2);
+		exec_child(argv, opts);
+	}
+	setpgid(pid, pid);
+	close(out_pipe[1]);
+	close(err_pipe[1]);
+	close(in_pipe[0]);
+	out_pipe[1] = err_pipe[1] = in_pipe[0] = -1;
+	if (!opts || !opts->stdin_data) {
+		close(in_pipe[1]);
+		in_pipe[1] = -1;
+	} else {
+		fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
+	}
+
+	pump_pipes(pid, out_pipe, err_pipe, in_pipe, opts, &out, &err, start, timeout, r);
+	reap(pid, start, timeout, &status, r);
 	kill(-pid, SIGKILL); /* leftovers of the group (daemonized grandchildren) */
 	r->seconds = ca_now() - start;
 	if (WIFSIGNALED(status) && !r->timed_out)
