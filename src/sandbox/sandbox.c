@@ -254,6 +254,58 @@ enum attempt_rc { ATT_OK, ATT_CLONE, ATT_MAPS, ATT_SETUP, ATT_FATAL };
 
 /* One clone + setup. On ATT_OK the child has exec'ed (or is about to: its record was a report
  * and the channel closed). *why explains any other outcome. */
+/* Moves the child into the sandbox's cgroup; when that fails the cgroup layer is off. */
+static void join_cgroup(struct sandbox *sb, pid_t pid)
+{
+	char procs[PATH_MAX + 32], v[32];
+	if (!sb->cgroup[0])
+		return;
+	snprintf(procs, sizeof procs, "%s/cgroup.procs", sb->cgroup);
+	snprintf(v, sizeof v, "%d", (int)pid);
+	if (write_str(procs, v) != 0) {
+		sandbox_set_layer(&sb->report, SANDBOX_CGROUP, false, "cannot move the child into %s: %s",
+				  sb->cgroup, strerror(errno));
+		cgroup_remove(sb);
+	}
+}
+
+/* Reads the child's records until end of file (it exec'ed, or died): its report (the layers it
+ * decided, into sb->report) or its error (into why, and the stage it failed at). -1 when the
+ * deadline passed first. */
+static int read_records(int fd, struct plan *p, struct sandbox *sb, struct child_msg *msg,
+			double deadline, bool *got_report, bool *got_error, int *stage, char *why,
+			size_t why_size)
+{
+	for (;;) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		double left = deadline - ca_now();
+		if (left <= 0)
+			return -1;
+		int pr = poll(&pf, 1, (int)(left * 1000) + 1);
+		if (pr <= 0)
+			continue;
+		ssize_t n = recv(fd, msg, sizeof *msg, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return 0; /* EOF: exec'ed, or died */
+		if ((size_t)n != sizeof *msg)
+			continue;
+		if (msg->kind == MSG_REPORT) {
+			*got_report = true;
+			p->seccomp_alt = msg->seccomp_alt;
+			for (int l = 0; l < SANDBOX_N_LAYERS; l++)
+				if (msg->decided[l])
+					sb->report.layer[l] = msg->layer[l];
+		} else if (msg->kind == MSG_ERROR) {
+			*got_error = true;
+			*stage = msg->stage;
+			msg->text[sizeof msg->text - 1] = '\0';
+			snprintf(why, why_size, "%s", msg->text);
+		}
+	}
+}
+
 static enum attempt_rc attempt(struct sandbox *sb, struct plan *p, unsigned long ns, bool user,
 			       bool root, double timeout_s, pid_t *out_pid, char *why,
 			       size_t why_size, int *err_code)
@@ -303,18 +355,7 @@ static enum attempt_rc attempt(struct sandbox *sb, struct plan *p, unsigned long
 		rc = ATT_MAPS;
 		goto kill_child;
 	}
-	if (sb->cgroup[0]) {
-		char procs[PATH_MAX + 32], v[32];
-		snprintf(procs, sizeof procs, "%s/cgroup.procs", sb->cgroup);
-		snprintf(v, sizeof v, "%d", (int)pid);
-		if (write_str(procs, v) != 0) {
-			sandbox_set_layer(&sb->report, SANDBOX_CGROUP, false,
-				  "cannot move the child into %s: "
-				  "%s",
-				  sb->cgroup, strerror(errno));
-			cgroup_remove(sb);
-		}
-	}
+	join_cgroup(sb, pid);
 	if (send(sv[0], "g", 1, MSG_NOSIGNAL) != 1) {
 		snprintf(why, why_size, "sandbox: the child died before its setup: %s",
 			 strerror(errno));
@@ -328,40 +369,12 @@ static enum attempt_rc attempt(struct sandbox *sb, struct plan *p, unsigned long
 		rc = ATT_FATAL;
 		goto kill_child;
 	}
-	for (;;) {
-		struct pollfd pf = {.fd = sv[0], .events = POLLIN};
-		double left = deadline - ca_now();
-		if (left <= 0) {
-			snprintf(why, why_size, "sandbox: the setup did not finish within %.0f s",
-				 timeout_s);
-			*err_code = CA_ERR_TIMEOUT;
-			rc = ATT_FATAL;
-			goto kill_child;
-		}
-		int pr = poll(&pf, 1, (int)(left * 1000) + 1);
-		if (pr < 0 && errno == EINTR)
-			continue;
-		if (pr <= 0)
-			continue;
-		ssize_t n = recv(sv[0], msg, sizeof *msg, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break; /* EOF: exec'ed, or died */
-		if ((size_t)n != sizeof *msg)
-			continue;
-		if (msg->kind == MSG_REPORT) {
-			got_report = true;
-			p->seccomp_alt = msg->seccomp_alt;
-			for (int l = 0; l < SANDBOX_N_LAYERS; l++)
-				if (msg->decided[l])
-					sb->report.layer[l] = msg->layer[l];
-		} else if (msg->kind == MSG_ERROR) {
-			got_error = true;
-			stage = msg->stage;
-			msg->text[sizeof msg->text - 1] = '\0';
-			snprintf(why, why_size, "%s", msg->text);
-		}
+	if (read_records(sv[0], p, sb, msg, deadline, &got_report, &got_error, &stage, why,
+			 why_size) != 0) {
+		snprintf(why, why_size, "sandbox: the setup did not finish within %.0f s", timeout_s);
+		*err_code = CA_ERR_TIMEOUT;
+		rc = ATT_FATAL;
+		goto kill_child;
 	}
 	if (got_error) {
 		rc = stage == STAGE_SETUP ? ATT_SETUP : ATT_FATAL;
