@@ -125,124 +125,145 @@ int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
 	return EXIT_USAGE;
 }
 
+enum cli_opt {
+	O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH, O_KEEP,
+	O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES, O_INTERLEAVE
+};
+
+/* The options every command that evaluates shares (options.h). */
+static const struct option cli_longopts[] = {
+	{"task", required_argument, NULL, O_TASK},
+	{"json", no_argument, NULL, O_JSON},
+	{"trials", required_argument, NULL, O_TRIALS},
+	{"budget", required_argument, NULL, O_BUDGET},
+	{"target-rse", required_argument, NULL, O_RSE},
+	{"arch", required_argument, NULL, O_ARCH},
+	{"no-cache", no_argument, NULL, O_NOCACHE},
+	{"refresh-baselines", no_argument, NULL, O_REFRESH},
+	{"keep", no_argument, NULL, O_KEEP},
+	{"timeout", required_argument, NULL, O_TIMEOUT},
+	{"python", required_argument, NULL, O_PYTHON},
+	{"device", required_argument, NULL, O_DEVICE},
+	{"sandbox", no_argument, NULL, O_SANDBOX},
+	{"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
+	{"format", required_argument, NULL, O_FORMAT},
+	{"rules", required_argument, NULL, O_RULES},
+	{"interleave", required_argument, NULL, O_INTERLEAVE},
+	{"quiet", no_argument, NULL, 'q'},
+	{"verbose", no_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+/* An option that takes a value: 0 taken, EXIT_USAGE (with a message) refused, -1 not one of
+ * these. */
+static int value_option(struct cli *c, int ch, const char *arg)
+{
+	double v;
+	switch (ch) {
+	case O_TRIALS:
+		if (parse_double(arg, &v) || v < 1 || v > 100 || v != (int)v) {
+			fprintf(stderr, "cuda-agent: --trials takes a whole number 1-100\n");
+			return EXIT_USAGE;
+		}
+		c->opts.protocol.trials = (int)v;
+		break;
+	case O_BUDGET:
+		if (parse_double(arg, &v) || v <= 0 || v > 600) {
+			fprintf(stderr, "cuda-agent: --budget takes seconds in (0, 600]\n");
+			return EXIT_USAGE;
+		}
+		c->opts.protocol.timing.budget_s = v;
+		break;
+	case O_RSE:
+		if (parse_double(arg, &v) || v <= 0 || v >= 1) {
+			fprintf(stderr, "cuda-agent: --target-rse takes a number in (0, 1)\n");
+			return EXIT_USAGE;
+		}
+		c->opts.protocol.timing.target_rse = v;
+		break;
+	case O_ARCH:
+		if (strncmp(arg, "sm_", 3) != 0 || strlen(arg) > 8) {
+			fprintf(stderr, "cuda-agent: --arch takes a name like sm_90\n");
+			return EXIT_USAGE;
+		}
+		c->opts.arch = arg;
+		break;
+	case O_TIMEOUT:
+		if (parse_double(arg, &v) || v <= 0 || v > 86400) {
+			fprintf(stderr, "cuda-agent: --timeout takes seconds\n");
+			return EXIT_USAGE;
+		}
+		c->opts.worker_timeout_s = v;
+		break;
+	case O_FORMAT: {
+		struct ca_diag fd = {{0}};
+		if (candidate_format_parse(arg, &c->opts.format, &fd)) {
+			fprintf(stderr, "cuda-agent: %s\n", fd.msg);
+			return EXIT_USAGE;
+		}
+		break;
+	}
+	case O_RULES: {
+		struct ca_diag fd = {{0}};
+		if (torch_profile_parse(arg, &c->opts.rules, &fd)) {
+			fprintf(stderr, "cuda-agent: --rules: %s\n", fd.msg);
+			return EXIT_USAGE;
+		}
+		c->opts.rules_by_format = false;
+		break;
+	}
+	case O_INTERLEAVE:
+		if (strcmp(arg, "auto") == 0)
+			c->opts.interleave = EVAL_INTERLEAVE_AUTO;
+		else if (strcmp(arg, "always") == 0)
+			c->opts.interleave = EVAL_INTERLEAVE_ALWAYS;
+		else if (strcmp(arg, "never") == 0)
+			c->opts.interleave = EVAL_INTERLEAVE_NEVER;
+		else {
+			fprintf(stderr, "cuda-agent: --interleave takes auto, always or never\n");
+			return EXIT_USAGE;
+		}
+		break;
+	case O_DEVICE:
+		if (strcmp(arg, "auto") && strcmp(arg, "cuda") && strcmp(arg, "cpu")) {
+			fprintf(stderr, "cuda-agent: --device takes auto, cuda or cpu\n");
+			return EXIT_USAGE;
+		}
+		c->device = arg;
+		break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
 int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_line)
 {
-	enum { O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH,
-	       O_KEEP, O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES, O_INTERLEAVE };
-	static const struct option longopts[] = {
-		{"task", required_argument, NULL, O_TASK},
-		{"json", no_argument, NULL, O_JSON},
-		{"trials", required_argument, NULL, O_TRIALS},
-		{"budget", required_argument, NULL, O_BUDGET},
-		{"target-rse", required_argument, NULL, O_RSE},
-		{"arch", required_argument, NULL, O_ARCH},
-		{"no-cache", no_argument, NULL, O_NOCACHE},
-		{"refresh-baselines", no_argument, NULL, O_REFRESH},
-		{"keep", no_argument, NULL, O_KEEP},
-		{"timeout", required_argument, NULL, O_TIMEOUT},
-		{"python", required_argument, NULL, O_PYTHON},
-		{"device", required_argument, NULL, O_DEVICE},
-		{"sandbox", no_argument, NULL, O_SANDBOX},
-		{"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
-		{"format", required_argument, NULL, O_FORMAT},
-		{"rules", required_argument, NULL, O_RULES},
-		{"interleave", required_argument, NULL, O_INTERLEAVE},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	int ch;
-	double v;
+	int ch, rc;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "qvh", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "qvh", cli_longopts, NULL)) != -1) {
 		switch (ch) {
 		case O_TASK: c->task = optarg; break;
 		case O_JSON: c->json = 1; break;
-		case O_TRIALS:
-			if (parse_double(optarg, &v) || v < 1 || v > 100 || v != (int)v) {
-				fprintf(stderr, "cuda-agent: --trials takes a whole number 1-100\n");
-				return EXIT_USAGE;
-			}
-			c->opts.protocol.trials = (int)v;
-			break;
-		case O_BUDGET:
-			if (parse_double(optarg, &v) || v <= 0 || v > 600) {
-				fprintf(stderr, "cuda-agent: --budget takes seconds in (0, 600]\n");
-				return EXIT_USAGE;
-			}
-			c->opts.protocol.timing.budget_s = v;
-			break;
-		case O_RSE:
-			if (parse_double(optarg, &v) || v <= 0 || v >= 1) {
-				fprintf(stderr, "cuda-agent: --target-rse takes a number in (0, 1)\n");
-				return EXIT_USAGE;
-			}
-			c->opts.protocol.timing.target_rse = v;
-			break;
-		case O_ARCH:
-			if (strncmp(optarg, "sm_", 3) != 0 || strlen(optarg) > 8) {
-				fprintf(stderr, "cuda-agent: --arch takes a name like sm_90\n");
-				return EXIT_USAGE;
-			}
-			c->opts.arch = optarg;
-			break;
 		case O_NOCACHE: c->opts.no_build_cache = true; break;
 		case O_REFRESH: c->opts.refresh_baselines = true; break;
 		case O_KEEP: c->opts.keep_run_dir = true; break;
-		case O_TIMEOUT:
-			if (parse_double(optarg, &v) || v <= 0 || v > 86400) {
-				fprintf(stderr, "cuda-agent: --timeout takes seconds\n");
-				return EXIT_USAGE;
-			}
-			c->opts.worker_timeout_s = v;
-			break;
 		case O_PYTHON: c->python = optarg; break;
 		case O_SANDBOX: c->opts.sandbox = true; break;
 		case O_NO_SANDBOX: c->opts.sandbox = false; break;
-		case O_FORMAT: {
-			struct ca_diag fd = {{0}};
-			if (candidate_format_parse(optarg, &c->opts.format, &fd)) {
-				fprintf(stderr, "cuda-agent: %s\n", fd.msg);
-				return EXIT_USAGE;
-			}
-			break;
-		}
-		case O_RULES: {
-			struct ca_diag fd = {{0}};
-			if (torch_profile_parse(optarg, &c->opts.rules, &fd)) {
-				fprintf(stderr, "cuda-agent: --rules: %s\n", fd.msg);
-				return EXIT_USAGE;
-			}
-			c->opts.rules_by_format = false;
-			break;
-		}
-		case O_INTERLEAVE:
-			if (strcmp(optarg, "auto") == 0)
-				c->opts.interleave = EVAL_INTERLEAVE_AUTO;
-			else if (strcmp(optarg, "always") == 0)
-				c->opts.interleave = EVAL_INTERLEAVE_ALWAYS;
-			else if (strcmp(optarg, "never") == 0)
-				c->opts.interleave = EVAL_INTERLEAVE_NEVER;
-			else {
-				fprintf(stderr, "cuda-agent: --interleave takes auto, always or never\n");
-				return EXIT_USAGE;
-			}
-			break;
-		case O_DEVICE:
-			if (strcmp(optarg, "auto") && strcmp(optarg, "cuda") && strcmp(optarg, "cpu")) {
-				fprintf(stderr, "cuda-agent: --device takes auto, cuda or cpu\n");
-				return EXIT_USAGE;
-			}
-			c->device = optarg;
-			break;
 		case 'q': ca_log_set_level(CA_LOG_QUIET); break;
 		case 'v': ca_log_set_level(CA_LOG_DEBUG); break;
 		case 'h':
 			printf("%s\n%s", usage_line, options_help);
 			exit(0);
 		default:
+			if ((rc = value_option(c, ch, optarg)) >= 0) {
+				if (rc)
+					return rc;
+				break;
+			}
 			fprintf(stderr, "%s\nTry '--help'.\n", usage_line);
 			return EXIT_USAGE;
 		}
