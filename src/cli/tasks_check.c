@@ -67,6 +67,93 @@ static void describe_degenerate(const json_t *deg, char *out, size_t size)
 						    : ", not with perturbed parameters");
 }
 
+/* One task described by the bridge and its degeneracy stored: 0 to go on (a task that cannot run
+ * is counted in *failed), or the exit code that stops the check. */
+static int check_one(struct task_store *s, struct bridge *b, const struct task_record *r,
+		     const struct tasks_check_opts *o, size_t *degenerate,
+		     size_t per_level[CHECK_LEVELS + 1], size_t *failed)
+{
+	char dir[PATH_MAX], code[64], line[256], *text = NULL;
+	json_t *req, *res = NULL;
+	const json_t *deg;
+	struct ca_diag d = {{0}};
+	int rc;
+	if (task_store_task_dir(s, r, dir, sizeof dir) != 0) {
+		fprintf(stderr, "cuda-agent: %s: bad directory in the store\n", r->id);
+		(*failed)++;
+		return 0;
+	}
+	req = json_pack("{s:s, s:i}", "task_dir", dir, "seed", 1);
+	memset(&d, 0, sizeof d);
+	code[0] = '\0';
+	rc = bridge_call(b, "describe", req, DESCRIBE_TIMEOUT_S, &res, code, sizeof code,
+			 &d);
+	json_decref(req);
+	if (rc == CA_ERR_INVALID && reason_class_of(code) == REASON_TASK) {
+		fprintf(stderr, "cuda-agent: %s: %s: %s\n", r->id, code, d.msg);
+		(*failed)++;
+		return 0;
+	}
+	if (rc) {
+		fprintf(stderr, "cuda-agent: %s: the torch bridge failed: %s\n", r->id, d.msg);
+		return EXIT_ENV;
+	}
+	deg = json_object_get(res, "degenerate");
+	if (json_is_object(deg))
+		text = json_dumps(deg, JSON_COMPACT | JSON_SORT_KEYS);
+	rc = task_store_set_check(s, r->id, r->hash, text, &d);
+	if (rc) {
+		fprintf(stderr, "cuda-agent: %s\n", d.msg);
+		free(text);
+		json_decref(res);
+		return rc == CA_ERR_NOMEM ? EXIT_INTERNAL : EXIT_ENV;
+	}
+	if (text) {
+		(*degenerate)++;
+		per_level[r->level >= 0 && r->level < CHECK_LEVELS ? r->level : CHECK_LEVELS]++;
+		if (o->json) {
+			put_json(json_pack("{s:s, s:O}", "id", r->id, "degenerate", deg));
+		} else {
+			describe_degenerate(deg, line, sizeof line);
+			printf("%s: %s\n", r->id, line);
+		}
+		fflush(stdout);
+	}
+	free(text);
+	json_decref(res);
+	return 0;
+}
+
+/* The last line: how many were checked, degenerate (by level) and could not run. */
+static void print_summary(const struct tasks_check_opts *o, size_t n, size_t failed,
+			  size_t degenerate, const size_t per_level[CHECK_LEVELS + 1], double seconds)
+{
+	size_t checked = n - failed;
+	char levels[256];
+	size_t off = 0;
+	levels[0] = '\0';
+	for (int l = 0; l <= CHECK_LEVELS; l++) {
+		if (!per_level[l])
+			continue;
+		if (l < CHECK_LEVELS)
+			ca_appendf(levels, sizeof levels, &off, "%slevel %d: %zu",
+				   off ? ", " : "", l, per_level[l]);
+		else
+			ca_appendf(levels, sizeof levels, &off, "%sother: %zu",
+				   off ? ", " : "", per_level[l]);
+	}
+	if (o->json) {
+		put_json(json_pack("{s:I, s:I, s:I, s:f}", "checked",
+				   (json_int_t)(checked), "degenerate",
+				   (json_int_t)degenerate, "failed", (json_int_t)failed,
+				   "seconds", seconds));
+	} else {
+		printf("checked %zu task%s: %zu degenerate%s%s%s, %zu could not run (%.1f s)\n",
+		       checked, checked == 1 ? "" : "s", degenerate,
+		       off ? " (" : "", levels, off ? ")" : "", failed, seconds);
+	}
+}
+
 int tasks_check_run(struct task_store *s, const struct task_filter *f,
 		    const struct tasks_check_opts *o)
 {
@@ -105,55 +192,8 @@ int tasks_check_run(struct task_store *s, const struct task_filter *f,
 	}
 	ca_log_info("checking %zu task%s on %s", p.n, p.n == 1 ? "" : "s", b.device);
 	for (size_t i = 0; i < p.n; i++) {
-		const struct task_record *r = &p.recs[i];
-		char dir[PATH_MAX], code[64], line[256], *text = NULL;
-		json_t *req, *res = NULL;
-		const json_t *deg;
-		if (task_store_task_dir(s, r, dir, sizeof dir) != 0) {
-			fprintf(stderr, "cuda-agent: %s: bad directory in the store\n", r->id);
-			failed++;
-			continue;
-		}
-		req = json_pack("{s:s, s:i}", "task_dir", dir, "seed", 1);
-		memset(&d, 0, sizeof d);
-		code[0] = '\0';
-		rc = bridge_call(&b, "describe", req, DESCRIBE_TIMEOUT_S, &res, code, sizeof code,
-				 &d);
-		json_decref(req);
-		if (rc == CA_ERR_INVALID && reason_class_of(code) == REASON_TASK) {
-			fprintf(stderr, "cuda-agent: %s: %s: %s\n", r->id, code, d.msg);
-			failed++;
-			continue;
-		}
-		if (rc) {
-			fprintf(stderr, "cuda-agent: %s: the torch bridge failed: %s\n", r->id, d.msg);
-			exit_code = EXIT_ENV;
+		if ((exit_code = check_one(s, &b, &p.recs[i], o, &degenerate, per_level, &failed)))
 			break;
-		}
-		deg = json_object_get(res, "degenerate");
-		if (json_is_object(deg))
-			text = json_dumps(deg, JSON_COMPACT | JSON_SORT_KEYS);
-		rc = task_store_set_check(s, r->id, r->hash, text, &d);
-		if (rc) {
-			fprintf(stderr, "cuda-agent: %s\n", d.msg);
-			free(text);
-			json_decref(res);
-			exit_code = rc == CA_ERR_NOMEM ? EXIT_INTERNAL : EXIT_ENV;
-			break;
-		}
-		if (text) {
-			degenerate++;
-			per_level[r->level >= 0 && r->level < CHECK_LEVELS ? r->level : CHECK_LEVELS]++;
-			if (o->json) {
-				put_json(json_pack("{s:s, s:O}", "id", r->id, "degenerate", deg));
-			} else {
-				describe_degenerate(deg, line, sizeof line);
-				printf("%s: %s\n", r->id, line);
-			}
-			fflush(stdout);
-		}
-		free(text);
-		json_decref(res);
 		if (!o->quiet && ca_now() - shown >= 5.0) {
 			shown = ca_now();
 			fprintf(stderr, "tasks check: %zu/%zu, %zu degenerate, %.0f s\n", i + 1, p.n,
@@ -162,31 +202,7 @@ int tasks_check_run(struct task_store *s, const struct task_filter *f,
 	}
 	bridge_stop(&b);
 summary:
-	{
-		char levels[256];
-		size_t off = 0;
-		levels[0] = '\0';
-		for (int l = 0; l <= CHECK_LEVELS; l++) {
-			if (!per_level[l])
-				continue;
-			if (l < CHECK_LEVELS)
-				ca_appendf(levels, sizeof levels, &off, "%slevel %d: %zu",
-					   off ? ", " : "", l, per_level[l]);
-			else
-				ca_appendf(levels, sizeof levels, &off, "%sother: %zu",
-					   off ? ", " : "", per_level[l]);
-		}
-		if (o->json) {
-			put_json(json_pack("{s:I, s:I, s:I, s:f}", "checked",
-					   (json_int_t)(p.n - failed), "degenerate",
-					   (json_int_t)degenerate, "failed", (json_int_t)failed,
-					   "seconds", ca_now() - t0));
-		} else {
-			printf("checked %zu task%s: %zu degenerate%s%s%s, %zu could not run (%.1f s)\n",
-			       p.n - failed, p.n - failed == 1 ? "" : "s", degenerate,
-			       off ? " (" : "", levels, off ? ")" : "", failed, ca_now() - t0);
-		}
-	}
+	print_summary(o, p.n, failed, degenerate, per_level, ca_now() - t0);
 	free(p.recs);
 	if (exit_code == EXIT_OK && failed)
 		exit_code = EXIT_TASK;
