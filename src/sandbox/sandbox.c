@@ -9,10 +9,9 @@
  * child sets itself up and sends one record (its half of the report, or an error), then execs.
  * The child's end is close-on-exec, so EOF after a report means the exec succeeded.
  *
- * Parts: the plan (plan.c), the child (child.c), the parent (this file); what they share is in
- * sandbox_int.h. */
+ * Parts: the plan (plan.c), the child (child.c), the cgroup leaf (cgroup.c), the parent (this
+ * file); what they share is in sandbox_int.h. */
 #include "sandbox/sandbox.h"
-#include "sandbox/sandbox_int.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -20,14 +19,12 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "sandbox/sandbox_int.h"
 #include "sandbox/wx.h"
 #include "util/clock.h"
-#include "util/log.h"
 #include "util/str.h"
 
 static const char *const layer_names[SANDBOX_N_LAYERS] = {
@@ -71,179 +68,25 @@ const char *sandbox_layer_name(enum sandbox_layer layer)
 	return (unsigned)layer < SANDBOX_N_LAYERS ? layer_names[layer] : "?";
 }
 
-static int write_str(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	size_t n = strlen(s);
-	if (fd < 0)
-		return -1;
-	ssize_t w = write(fd, s, n);
-	int e = errno;
-	close(fd);
-	errno = e;
-	if (w != (ssize_t)n) {
-		if (w >= 0)
-			errno = EIO;
-		return -1;
-	}
-	return 0;
-}
-
-static bool read_small(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, size - 1);
-	close(fd);
-	if (n < 0)
-		return false;
-	buf[n] = '\0';
-	return true;
-}
-
-static bool has_word(const char *list, const char *word)
-{
-	size_t k = strlen(word);
-	for (const char *s = list; (s = strstr(s, word)); s += k)
-		if ((s == list || s[-1] == ' ' || s[-1] == '+') &&
-		    (s[k] == '\0' || s[k] == ' ' || s[k] == '\n'))
-			return true;
-	return false;
-}
-
-/* Makes <root>/cuda-agent-<pid>-<n> with memory.max and pids.max, or says why not. */
-static void cgroup_prepare(struct sandbox *sb, const struct sandbox_opts *o, uint64_t memory_max,
-			   uint64_t pids_max)
-{
-	static unsigned counter;
-	const char *root = o->cgroup_root ? o->cgroup_root : "/sys/fs/cgroup";
-	struct sandbox_report *rep = &sb->report;
-	struct statfs sf;
-	char path[PATH_MAX], ctl[1024], file[PATH_MAX + 32], mem[32], detail[SANDBOX_DETAIL_MAX];
-	size_t off = 0;
-
-	if (o->disable & SANDBOX_BIT(SANDBOX_CGROUP)) {
-		sandbox_set_layer(rep, SANDBOX_CGROUP, false, "disabled by the caller");
-		return;
-	}
-	if (statfs(root, &sf) != 0) {
-		sandbox_set_layer(rep, SANDBOX_CGROUP, false, "cgroup v2 not available: %s: %s", root,
-			  strerror(errno));
-		return;
-	}
-	if (sf.f_type != CGROUP2_SUPER_MAGIC) {
-		sandbox_set_layer(
-			rep, SANDBOX_CGROUP, false,
-			"cgroup v2 not available: %s is not a cgroup2 mount (cgroup v1 or hybrid)",
-			root);
-		return;
-	}
-	if (access(root, W_OK) != 0) {
-		sandbox_set_layer(rep, SANDBOX_CGROUP, false,
-			  "cgroup v2 not available: %s is not writable "
-			  "(%s)",
-			  root, strerror(errno));
-		return;
-	}
-	snprintf(file, sizeof file, "%s/cgroup.subtree_control", root);
-	if (!read_small(file, ctl, sizeof ctl))
-		ctl[0] = '\0';
-	if (!has_word(ctl, "memory") || !has_word(ctl, "pids")) {
-		/* Enable what the parent cgroup offers (allowed at the root, or in a cgroup
-		 * without processes of its own). */
-		(void)write_str(file, "+memory");
-		(void)write_str(file, "+pids");
-		if (!read_small(file, ctl, sizeof ctl))
-			ctl[0] = '\0';
-	}
-	if (!has_word(ctl, "memory")) {
-		sandbox_set_layer(rep, SANDBOX_CGROUP, false,
-			  "cgroup v2 not available: the memory controller is not enabled in %s",
-			  root);
-		return;
-	}
-	snprintf(path, sizeof path, "%s/cuda-agent-%d-%u", root, (int)getpid(),
-		 __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-	if (mkdir(path, 0755) != 0) {
-		sandbox_set_layer(rep, SANDBOX_CGROUP, false,
-			  "cgroup v2 not available: cannot create %s: %s", path, strerror(errno));
-		return;
-	}
-	if (memory_max != SANDBOX_UNLIMITED) {
-		char v[32];
-		snprintf(v, sizeof v, "%llu", (unsigned long long)memory_max);
-		snprintf(file, sizeof file, "%s/memory.max", path);
-		if (write_str(file, v) != 0) {
-			sandbox_set_layer(rep, SANDBOX_CGROUP, false, "cannot write %s: %s", file,
-				  strerror(errno));
-			(void)rmdir(path);
-			return;
-		}
-		snprintf(file, sizeof file, "%s/memory.swap.max", path);
-		(void)write_str(file, "0");
-		sandbox_fmt_bytes(mem, sizeof mem, memory_max);
-		ca_appendf(detail, sizeof detail, &off, "memory.max %s", mem);
-	} else {
-		ca_appendf(detail, sizeof detail, &off, "memory.max not set");
-	}
-	if (pids_max != SANDBOX_UNLIMITED && has_word(ctl, "pids")) {
-		char v[32];
-		snprintf(v, sizeof v, "%llu", (unsigned long long)pids_max);
-		snprintf(file, sizeof file, "%s/pids.max", path);
-		if (write_str(file, v) == 0)
-			ca_appendf(detail, sizeof detail, &off, ", pids.max %s", v);
-	}
-	ca_appendf(detail, sizeof detail, &off, " in %s", path);
-	ca_strlcpy(sb->cgroup, path, sizeof sb->cgroup);
-	sandbox_set_layer(rep, SANDBOX_CGROUP, true, "%s", detail);
-}
-
-static void cgroup_remove(struct sandbox *sb)
-{
-	char file[PATH_MAX + 32], buf[1024];
-	if (!sb->cgroup[0])
-		return;
-	snprintf(file, sizeof file, "%s/memory.events", sb->cgroup);
-	if (read_small(file, buf, sizeof buf)) {
-		const char *s = strstr(buf, "oom_kill ");
-		if (s && atol(s + 9) > 0)
-			sb->oom_killed = true;
-	}
-	snprintf(file, sizeof file, "%s/cgroup.kill", sb->cgroup);
-	(void)write_str(file, "1");
-	for (int i = 0; i < 200; i++) {
-		if (rmdir(sb->cgroup) == 0 || errno == ENOENT)
-			break;
-		if (errno != EBUSY) {
-			ca_log_warn("sandbox: cannot remove %s: %s", sb->cgroup, strerror(errno));
-			break;
-		}
-		usleep(10000);
-	}
-	sb->cgroup[0] = '\0';
-}
-
 static int write_id_maps(pid_t pid, const struct plan *p, bool root, char *why, size_t why_size)
 {
 	char path[64], map[64];
 	if (!root) {
 		snprintf(path, sizeof path, "/proc/%d/setgroups", (int)pid);
-		if (write_str(path, "deny") != 0 && errno != ENOENT) {
+		if (sandbox_write_str(path, "deny") != 0 && errno != ENOENT) {
 			snprintf(why, why_size, "cannot write %s: %s", path, strerror(errno));
 			return -1;
 		}
 	}
 	snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
 	snprintf(map, sizeof map, "%u %u 1\n", p->uid, p->uid);
-	if (write_str(path, map) != 0) {
+	if (sandbox_write_str(path, map) != 0) {
 		snprintf(why, why_size, "cannot write uid_map: %s", strerror(errno));
 		return -1;
 	}
 	snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
 	snprintf(map, sizeof map, "%u %u 1\n", p->gid, p->gid);
-	if (write_str(path, map) != 0) {
+	if (sandbox_write_str(path, map) != 0) {
 		snprintf(why, why_size, "cannot write gid_map: %s", strerror(errno));
 		return -1;
 	}
@@ -255,23 +98,6 @@ enum attempt_rc { ATT_OK, ATT_CLONE, ATT_MAPS, ATT_SETUP, ATT_FATAL };
 /* One clone + setup. On ATT_OK the child has exec'ed (or is about to: its record was a report
  * and the channel closed). *why explains any other outcome. */
 /* Moves the child into the sandbox's cgroup; when that fails the cgroup layer is off. */
-static void join_cgroup(struct sandbox *sb, pid_t pid)
-{
-	char procs[PATH_MAX + 32], v[32];
-	if (!sb->cgroup[0])
-		return;
-	snprintf(procs, sizeof procs, "%s/cgroup.procs", sb->cgroup);
-	snprintf(v, sizeof v, "%d", (int)pid);
-	if (write_str(procs, v) != 0) {
-		sandbox_set_layer(&sb->report, SANDBOX_CGROUP, false, "cannot move the child into %s: %s",
-				  sb->cgroup, strerror(errno));
-		cgroup_remove(sb);
-	}
-}
-
-/* Reads the child's records until end of file (it exec'ed, or died): its report (the layers it
- * decided, into sb->report) or its error (into why, and the stage it failed at). -1 when the
- * deadline passed first. */
 static int read_records(int fd, struct plan *p, struct sandbox *sb, struct child_msg *msg,
 			double deadline, bool *got_report, bool *got_error, int *stage, char *why,
 			size_t why_size)
@@ -355,7 +181,7 @@ static enum attempt_rc attempt(struct sandbox *sb, struct plan *p, unsigned long
 		rc = ATT_MAPS;
 		goto kill_child;
 	}
-	join_cgroup(sb, pid);
+	sandbox_cgroup_join(sb, pid);
 	if (send(sv[0], "g", 1, MSG_NOSIGNAL) != 1) {
 		snprintf(why, why_size, "sandbox: the child died before its setup: %s",
 			 strerror(errno));
@@ -702,7 +528,7 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	p->in_fd = in_pipe[0];
 	p->out_fd = out_pipe[1];
 	p->err_fd = err_fd;
-	cgroup_prepare(sb, o, o->memory_max ? o->memory_max : DEFAULT_MEMORY_MAX,
+	sandbox_cgroup_prepare(sb, o, o->memory_max ? o->memory_max : DEFAULT_MEMORY_MAX,
 		       o->pids_max ? o->pids_max : DEFAULT_PIDS_MAX);
 
 	double timeout = o->setup_timeout_s > 0 ? o->setup_timeout_s : 30.0;
@@ -742,7 +568,7 @@ fail:
 	}
 	if (err_fd >= 0)
 		close(err_fd);
-	cgroup_remove(sb);
+	sandbox_cgroup_remove(sb);
 	if (p)
 		sandbox_plan_free(p);
 	return rc ? rc : CA_ERR_CHILD;
@@ -751,7 +577,7 @@ fail:
 void sandbox_finish(struct sandbox *sb, double grace_s, struct ca_run_result *r)
 {
 	ca_child_finish(&sb->child, grace_s, r);
-	cgroup_remove(sb);
+	sandbox_cgroup_remove(sb);
 }
 
 bool sandbox_killed_by_seccomp(const struct sandbox *sb, const struct ca_run_result *r)

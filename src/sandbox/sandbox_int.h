@@ -1,6 +1,6 @@
 /* sandbox_int: what the sandbox's parts share (not for other subsystems): the plan the parent
  * prepares before clone (plan.c), the child that applies it between clone and execve (child.c),
- * and the parent that starts and watches it (sandbox.c). */
+ * the cgroup leaf (cgroup.c), and the parent that starts and watches it (sandbox.c). */
 #ifndef CA_SANDBOX_SANDBOX_INT_H
 #define CA_SANDBOX_SANDBOX_INT_H
 
@@ -8,14 +8,39 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sandbox/sandbox.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
+/* The cgroup v2 leaf of one child (cgroup.c). */
+/* Makes the leaf under the supervisor's own cgroup with the limits (the cgroup layer of the
+ * report says what happened); nothing when cgroup v2 is not writable. */
+void sandbox_cgroup_prepare(struct sandbox *sb, const struct sandbox_opts *o, uint64_t memory_max,
+			    uint64_t pids_max);
+/* Removes the leaf (after its processes ended). */
+void sandbox_cgroup_remove(struct sandbox *sb);
+/* Moves pid into the leaf; when that fails the cgroup layer is off. */
+void sandbox_cgroup_join(struct sandbox *sb, pid_t pid);
+/* Writes s to a control file: 0, or -1 with errno. */
+int sandbox_write_str(const char *path, const char *s);
+
 #endif
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
+/* The cgroup v2 leaf of one child (cgroup.c). */
+/* Makes the leaf under the supervisor's own cgroup with the limits (the cgroup layer of the
+ * report says what happened); nothing when cgroup v2 is not writable. */
+void sandbox_cgroup_prepare(struct sandbox *sb, const struct sandbox_opts *o, uint64_t memory_max,
+			    uint64_t pids_max);
+/* Removes the leaf (after its processes ended). */
+void sandbox_cgroup_remove(struct sandbox *sb);
+/* Moves pid into the leaf; when that fails the cgroup layer is off. */
+void sandbox_cgroup_join(struct sandbox *sb, pid_t pid);
+/* Writes s to a control file: 0, or -1 with errno. */
+int sandbox_write_str(const char *path, const char *s);
+
 #endif
 
 /* mount_setattr(2) (Linux 5.12), declared here so that older C libraries build too. */
@@ -124,5 +149,17 @@ int sandbox_plan_scratch(const struct plan *p, const char *dir, const char *what
 int sandbox_plan_system(struct plan *p);
 void sandbox_set_layer(struct sandbox_report *rep, enum sandbox_layer l, bool on, const char *fmt,
 		       ...) __attribute__((format(printf, 4, 5)));
+
+/* The cgroup v2 leaf of one child (cgroup.c). */
+/* Makes the leaf under the supervisor's own cgroup with the limits (the cgroup layer of the
+ * report says what happened); nothing when cgroup v2 is not writable. */
+void sandbox_cgroup_prepare(struct sandbox *sb, const struct sandbox_opts *o, uint64_t memory_max,
+			    uint64_t pids_max);
+/* Removes the leaf (after its processes ended). */
+void sandbox_cgroup_remove(struct sandbox *sb);
+/* Moves pid into the leaf; when that fails the cgroup layer is off. */
+void sandbox_cgroup_join(struct sandbox *sb, pid_t pid);
+/* Writes s to a control file: 0, or -1 with errno. */
+int sandbox_write_str(const char *path, const char *s);
 
 #endif
