@@ -1,32 +1,19 @@
-/* tools_fs: read_file, write_file, edit, multi_edit, glob, grep inside the workspace. See
- * tools.h for the path rules and caps. */
+/* tools_fs: read_file, write_file, edit, multi_edit inside the workspace (glob and grep:
+ * tools_search.c). See tools.h for the path rules and caps. */
 #include "agent/tools.h"
+#include "agent/tools_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
-#include <limits.h>
-#include <regex.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util/clock.h"
-#include "util/buf.h"
 #include "util/fs.h"
 #include "util/str.h"
 
-#define GREP_LINE_SHOWN 300   /* bytes of a matching line grep shows */
-#define GREP_TIME_S     20.0  /* grep stops looking after this long */
-#define SCAN_MAX        (256ull << 20) /* bytes read_file scans to reach offset_line */
-#define PATTERN_MAX     1024
-
 /* Hands b's text to res (ok as given). */
-static int sb_result(struct ca_buf *b, struct tool_result *res, bool ok, struct ca_diag *d)
+int tools_text_result(struct ca_buf *b, struct tool_result *res, bool ok, struct ca_diag *d)
 {
 	if (b->err) {
 		ca_buf_free(b);
@@ -39,9 +26,7 @@ static int sb_result(struct ca_buf *b, struct tool_result *res, bool ok, struct 
 }
 
 /* A tool-level failure: ok=false with a one-line message. */
-static int refuse(struct tool_result *res, struct ca_diag *d, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int refuse(struct tool_result *res, struct ca_diag *d, const char *fmt, ...)
+int tools_refuse(struct tool_result *res, struct ca_diag *d, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -53,18 +38,11 @@ static int refuse(struct tool_result *res, struct ca_diag *d, const char *fmt, .
 	return res->output ? 0 : ca_fail(d, CA_ERR_NOMEM, "tools: out of memory");
 }
 
-/* ---- paths ---- */
-
-struct rpath {
-	char abs[PATH_MAX]; /* resolved, inside the workspace */
-	const char *rel;    /* into abs: relative to the workspace ("." for itself) */
-	char shown[256];    /* what the agent gave, printable */
-};
-
 /* Resolves `path` (relative to ws, or absolute): the longest existing prefix through
  * realpath(3), then the missing rest, which must be plain names. Returns 0 with r filled, 1
  * with a message in `why` (refused: outside, "..", too long), or a negative code. */
-static int resolve(const char *ws, const char *path, struct rpath *r, char *why, size_t why_size)
+int tools_resolve_path(const char *ws, const char *path, struct rpath *r, char *why,
+		       size_t why_size)
 {
 	char buf[PATH_MAX], real[PATH_MAX];
 	const char *rest = NULL; /* the missing tail inside buf's original, after the prefix */
@@ -158,7 +136,7 @@ static int resolve_write(const struct tool_ctx *ctx, const char *ws, const char 
 			 struct rpath *r, char *why, size_t why_size)
 {
 	struct stat st;
-	int rc = resolve(ws, path, r, why, why_size);
+	int rc = tools_resolve_path(ws, path, r, why, why_size);
 	if (rc)
 		return rc;
 	if (is_read_only(ctx, r->rel)) {
@@ -195,7 +173,7 @@ static int open_regular(const struct rpath *r, int *fd, size_t *size, char *why,
 }
 
 /* Reads a whole resolved file of at most `cap` bytes. */
-static int slurp(const struct rpath *r, size_t cap, char **out, size_t *len, char *why,
+int tools_slurp(const struct rpath *r, size_t cap, char **out, size_t *len, char *why,
 		 size_t why_size)
 {
 	int fd;
@@ -237,8 +215,6 @@ static size_t count_lines(const char *s, size_t n)
 	return lines + (n && s[n - 1] != '\n');
 }
 
-/* ---- read_file ---- */
-
 static int do_read(const char *ws, const json_t *args, struct tool_result *res, struct ca_diag *d)
 {
 	struct rpath r;
@@ -254,14 +230,14 @@ static int do_read(const char *ws, const json_t *args, struct tool_result *res, 
 	struct ca_buf b = {0};
 	char chunk[65536];
 
-	if ((rc = resolve(ws, json_string_value(json_object_get(args, "path")), &r, why,
+	if ((rc = tools_resolve_path(ws, json_string_value(json_object_get(args, "path")), &r, why,
 			  sizeof why)) ||
 	    (rc = open_regular(&r, &fd, &size, why, sizeof why)))
-		return rc < 0 ? ca_fail(d, rc, "tools: read_file") : refuse(res, d, "%s", why);
+		return rc < 0 ? ca_fail(d, rc, "tools: read_file") : tools_refuse(res, d, "%s", why);
 	if (size == 0) {
 		close(fd);
 		ca_buf_printf(&b, "(%s is empty)\n", r.rel);
-		return sb_result(&b, res, true, d);
+		return tools_text_result(&b, res, true, d);
 	}
 	for (;;) {
 		ssize_t n = read(fd, chunk, sizeof chunk);
@@ -312,7 +288,7 @@ static int do_read(const char *ws, const json_t *args, struct tool_result *res, 
 	close(fd);
 	if (binary) {
 		ca_buf_free(&b);
-		return refuse(res, d,
+		return tools_refuse(res, d,
 			      "%s is a binary file (%zu bytes); inspect it with bash (od, xxd, "
 			      "file)",
 			      r.rel, size);
@@ -325,7 +301,7 @@ static int do_read(const char *ws, const json_t *args, struct tool_result *res, 
 	size_t total_lines = line - (col == 0 ? 1 : 0);
 	if (first > total_lines && !more) {
 		ca_buf_free(&b);
-		return refuse(res, d, "offset_line %zu is past the end of %s (%zu lines)", first,
+		return tools_refuse(res, d, "offset_line %zu is past the end of %s (%zu lines)", first,
 			      r.rel, total_lines);
 	}
 	if (more)
@@ -333,10 +309,8 @@ static int do_read(const char *ws, const json_t *args, struct tool_result *res, 
 			  stopped_cap ? "1 MiB shown" : "limit reached", line);
 	else if (scanned >= SCAN_MAX && scanned < size)
 		ca_buf_printf(&b, "[stopped after scanning %llu MiB of the file]\n", SCAN_MAX >> 20);
-	return sb_result(&b, res, true, d);
+	return tools_text_result(&b, res, true, d);
 }
-
-/* ---- write_file, edit, multi_edit ---- */
 
 /* Writes text to a resolved path atomically (missing parents made), keeping the mode of a file
  * it replaces. */
@@ -375,14 +349,14 @@ static int do_write(const struct tool_ctx *ctx, const char *ws, const json_t *ar
 	char why[1024];
 	int rc;
 	if (len > TOOLS_WRITE_MAX)
-		return refuse(res, d, "content is %zu bytes, more than the %u write_file writes",
+		return tools_refuse(res, d, "content is %zu bytes, more than the %u write_file writes",
 			      len, TOOLS_WRITE_MAX);
 	if ((rc = resolve_write(ctx, ws, json_string_value(json_object_get(args, "path")), &r,
 				why, sizeof why)))
-		return rc < 0 ? ca_fail(d, rc, "tools: write_file") : refuse(res, d, "%s", why);
+		return rc < 0 ? ca_fail(d, rc, "tools: write_file") : tools_refuse(res, d, "%s", why);
 	bool existed = ca_is_file(r.abs);
 	if ((rc = write_resolved(&r, json_string_value(jc), len, why, sizeof why)))
-		return rc < 0 ? ca_fail(d, rc, "tools: write_file") : refuse(res, d, "%s", why);
+		return rc < 0 ? ca_fail(d, rc, "tools: write_file") : tools_refuse(res, d, "%s", why);
 	res->ok = true;
 	char msg[PATH_MAX + 128];
 	snprintf(msg, sizeof msg, "%s %s: %zu bytes, %zu lines", existed ? "replaced" : "created",
@@ -463,9 +437,9 @@ static int do_edit(const struct tool_ctx *ctx, const char *ws, const char *name,
 
 	if ((rc = resolve_write(ctx, ws, json_string_value(json_object_get(args, "path")), &r,
 				why, sizeof why)) ||
-	    (rc = slurp(&r, TOOLS_WRITE_MAX, &text, &len, why, sizeof why)))
+	    (rc = tools_slurp(&r, TOOLS_WRITE_MAX, &text, &len, why, sizeof why)))
 		return rc < 0 ? ca_fail(d, rc, "tools: %s: out of memory", name)
-			      : refuse(res, d, "%s", why);
+			      : tools_refuse(res, d, "%s", why);
 	for (i = 0; i < n_edits; i++) {
 		size_t count = 0;
 		e = multi ? json_array_get(edits, i) : args;
@@ -475,332 +449,22 @@ static int do_edit(const struct tool_ctx *ctx, const char *ws, const char *name,
 			if (rc < 0)
 				return ca_fail(d, rc, "tools: %s: out of memory", name);
 			if (multi)
-				return refuse(res, d, "%s: edit %zu of %zu: %s; nothing was written",
+				return tools_refuse(res, d, "%s: edit %zu of %zu: %s; nothing was written",
 					      r.rel, i + 1, n_edits, why);
-			return refuse(res, d, "%s: %s", r.rel, why);
+			return tools_refuse(res, d, "%s: %s", r.rel, why);
 		}
 		total += count;
 	}
 	rc = write_resolved(&r, text, len, why, sizeof why);
 	free(text);
 	if (rc)
-		return refuse(res, d, "%s", why);
+		return tools_refuse(res, d, "%s", why);
 	char msg[PATH_MAX + 128];
 	snprintf(msg, sizeof msg, "edited %s: %zu replacement%s%s", r.rel, total,
 		 total == 1 ? "" : "s", multi ? " by all edits" : "");
 	res->ok = true;
 	res->output = strdup(msg);
 	return res->output ? 0 : ca_fail(d, CA_ERR_NOMEM, "tools: out of memory");
-}
-
-/* ---- walking, glob patterns ---- */
-
-struct names {
-	char **v;
-	size_t n, cap;
-	size_t visited;
-	bool truncated;
-	bool nomem;
-};
-
-static void names_add(struct names *l, const char *s)
-{
-	if (l->nomem)
-		return;
-	if (l->n == l->cap) {
-		size_t ncap = l->cap ? l->cap * 2 : 64;
-		char **nv = realloc(l->v, ncap * sizeof *nv);
-		if (!nv) {
-			l->nomem = true;
-			return;
-		}
-		l->v = nv;
-		l->cap = ncap;
-	}
-	if (!(l->v[l->n] = strdup(s)))
-		l->nomem = true;
-	else
-		l->n++;
-}
-
-static void names_free(struct names *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Every entry that is not a directory under abs (shown as rel, "" for the workspace root),
- * recursively, not following symlinks, skipping .git; at most TOOLS_WALK_MAX entries. */
-static void walk(const char *abs, const char *rel, int depth, struct names *out)
-{
-	DIR *dir;
-	struct dirent *e;
-	if (depth > 64 || out->nomem) {
-		out->truncated = true;
-		return;
-	}
-	if (!(dir = opendir(abs)))
-		return;
-	while ((e = readdir(dir))) {
-		char a[PATH_MAX], rr[PATH_MAX];
-		struct stat st;
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		if (++out->visited > TOOLS_WALK_MAX) {
-			out->truncated = true;
-			break;
-		}
-		if ((size_t)snprintf(a, sizeof a, "%s/%s", abs, e->d_name) >= sizeof a ||
-		    (size_t)snprintf(rr, sizeof rr, "%s%s%s", rel, rel[0] ? "/" : "",
-				     e->d_name) >= sizeof rr)
-			continue;
-		if (lstat(a, &st) != 0)
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			if (strcmp(e->d_name, ".git") != 0)
-				walk(a, rr, depth + 1, out);
-		} else {
-			names_add(out, rr);
-		}
-	}
-	closedir(dir);
-}
-
-/* pattern and path: '/'-separated, relative; `**` as a whole segment matches any number of
- * segments, other segments go through fnmatch(3). */
-static bool match_path(const char *pat, const char *path, int budget)
-{
-	char ps[PATH_MAX], ss[PATH_MAX];
-	if (budget <= 0)
-		return false;
-	if (!*pat)
-		return !*path;
-	const char *pe = strchr(pat, '/');
-	size_t pl = pe ? (size_t)(pe - pat) : strlen(pat);
-	const char *pnext = pe ? pe + 1 : pat + pl;
-	if (pl == 2 && pat[0] == '*' && pat[1] == '*') {
-		if (match_path(pnext, path, budget - 1))
-			return true;
-		if (!*path)
-			return false;
-		const char *se = strchr(path, '/');
-		return se ? match_path(pat, se + 1, budget - 1) : !*pnext;
-	}
-	if (!*path)
-		return false;
-	const char *se = strchr(path, '/');
-	size_t sl = se ? (size_t)(se - path) : strlen(path);
-	if (pl >= sizeof ps || sl >= sizeof ss)
-		return false;
-	memcpy(ps, pat, pl);
-	ps[pl] = '\0';
-	memcpy(ss, path, sl);
-	ss[sl] = '\0';
-	if (fnmatch(ps, ss, 0) != 0)
-		return false;
-	if (!se)
-		return match_path(pnext, "", budget - 1);
-	return pe ? match_path(pnext, se + 1, budget - 1) : false;
-}
-
-/* A pattern relative to the workspace (an absolute one inside it is made relative); NULL with
- * why when it is outside or has "..". */
-static const char *relative_pattern(const char *ws, const char *pat, char *why, size_t why_size)
-{
-	size_t wl = strlen(ws);
-	char shown[256];
-	if (strlen(pat) > PATTERN_MAX) {
-		snprintf(why, why_size, "the pattern is longer than %d bytes", PATTERN_MAX);
-		return NULL;
-	}
-	if (pat[0] == '/') {
-		if (strncmp(pat, ws, wl) != 0 || pat[wl] != '/') {
-			snprintf(why, why_size, "the pattern %s is outside the workspace",
-				 ca_printable(shown, pat, sizeof shown));
-			return NULL;
-		}
-		pat += wl + 1;
-	}
-	while (pat[0] == '.' && pat[1] == '/')
-		pat += 2;
-	for (const char *s = pat; *s;) {
-		const char *e = strchr(s, '/');
-		size_t cl = e ? (size_t)(e - s) : strlen(s);
-		if (cl == 2 && s[0] == '.' && s[1] == '.') {
-			snprintf(why, why_size, "the pattern must not contain '..'");
-			return NULL;
-		}
-		s += cl + (e ? 1 : 0);
-	}
-	if (!pat[0]) {
-		snprintf(why, why_size, "the pattern is empty");
-		return NULL;
-	}
-	return pat;
-}
-
-static int do_glob(const char *ws, const json_t *args, struct tool_result *res, struct ca_diag *d)
-{
-	char why[512];
-	const char *pat = relative_pattern(ws, json_string_value(json_object_get(args, "pattern")),
-					   why, sizeof why);
-	struct names all = {0}, hits = {0};
-	struct ca_buf b = {0};
-	if (!pat)
-		return refuse(res, d, "%s", why);
-	walk(ws, "", 0, &all);
-	for (size_t i = 0; i < all.n && !hits.nomem; i++)
-		if (match_path(pat, all.v[i], 4096))
-			names_add(&hits, all.v[i]);
-	if (all.nomem || hits.nomem) {
-		names_free(&all);
-		names_free(&hits);
-		return ca_fail(d, CA_ERR_NOMEM, "tools: glob: out of memory");
-	}
-	if (hits.n)
-		qsort(hits.v, hits.n, sizeof *hits.v, cmp_str);
-	for (size_t i = 0; i < hits.n && i < TOOLS_GLOB_MAX; i++) {
-		ca_buf_add(&b, hits.v[i], strlen(hits.v[i]));
-		ca_buf_add(&b, "\n", 1);
-	}
-	if (hits.n == 0)
-		ca_buf_printf(&b, "no files match\n");
-	if (hits.n > TOOLS_GLOB_MAX)
-		ca_buf_printf(&b, "[%zu matches, the first %d shown]\n", hits.n, TOOLS_GLOB_MAX);
-	if (all.truncated)
-		ca_buf_printf(&b, "[stopped after %d directory entries: the list may be incomplete]\n",
-			  TOOLS_WALK_MAX);
-	names_free(&all);
-	names_free(&hits);
-	return sb_result(&b, res, true, d);
-}
-
-/* ---- grep ---- */
-
-static int do_grep(const char *ws, const json_t *args, struct tool_result *res, struct ca_diag *d)
-{
-	const char *pattern = json_string_value(json_object_get(args, "pattern"));
-	const json_t *jp = json_object_get(args, "path"), *jg = json_object_get(args, "glob"),
-		     *jm = json_object_get(args, "max_results");
-	bool icase = json_is_true(json_object_get(args, "ignore_case"));
-	size_t max = jm ? (size_t)json_integer_value(jm) : TOOLS_GREP_DEFAULT;
-	const char *glob = NULL;
-	struct rpath r;
-	struct names files = {0};
-	struct ca_buf b = {0};
-	struct stat st;
-	regex_t re;
-	char why[1024];
-	size_t results = 0, skipped_big = 0, skipped_bin = 0;
-	bool stopped = false, slow = false;
-	double start = ca_now();
-	int rc;
-
-	if (max > TOOLS_GREP_MAX)
-		max = TOOLS_GREP_MAX;
-	if (jg && !(glob = relative_pattern(ws, json_string_value(jg), why, sizeof why)))
-		return refuse(res, d, "glob: %s", why);
-	if ((rc = resolve(ws, jp ? json_string_value(jp) : ".", &r, why, sizeof why)))
-		return rc < 0 ? ca_fail(d, rc, "tools: grep") : refuse(res, d, "%s", why);
-	if (lstat(r.abs, &st) != 0)
-		return refuse(res, d, "%s does not exist", r.shown);
-	if ((rc = regcomp(&re, pattern,
-			  REG_EXTENDED | REG_NEWLINE | (icase ? REG_ICASE : 0))) != 0) {
-		char msg[256];
-		regerror(rc, &re, msg, sizeof msg);
-		return refuse(res, d, "bad regular expression: %s", msg);
-	}
-	if (S_ISDIR(st.st_mode))
-		walk(r.abs, strcmp(r.rel, ".") ? r.rel : "", 0, &files);
-	else
-		names_add(&files, r.rel);
-	if (files.nomem) {
-		regfree(&re);
-		names_free(&files);
-		return ca_fail(d, CA_ERR_NOMEM, "tools: grep: out of memory");
-	}
-	if (files.n)
-		qsort(files.v, files.n, sizeof *files.v, cmp_str);
-	for (size_t f = 0; f < files.n && !stopped; f++) {
-		const char *rel = files.v[f], *base = strrchr(rel, '/');
-		struct rpath fr;
-		char *text = NULL;
-		size_t len = 0;
-		base = base ? base + 1 : rel;
-		if (glob && !(strchr(glob, '/') ? match_path(glob, rel, 4096)
-						: fnmatch(glob, base, 0) == 0))
-			continue;
-		if (ca_now() - start > GREP_TIME_S) {
-			slow = true;
-			break;
-		}
-		if ((size_t)snprintf(fr.abs, sizeof fr.abs, "%s/%s", ws, rel) >= sizeof fr.abs)
-			continue;
-		ca_printable(fr.shown, rel, sizeof fr.shown);
-		if (lstat(fr.abs, &st) != 0 || !S_ISREG(st.st_mode))
-			continue;
-		if ((size_t)st.st_size > TOOLS_READ_MAX) {
-			skipped_big++;
-			continue;
-		}
-		rc = slurp(&fr, TOOLS_READ_MAX, &text, &len, why, sizeof why);
-		if (rc < 0) {
-			b.err = CA_ERR_NOMEM;
-			break;
-		}
-		if (rc)
-			continue;
-		if (memchr(text, '\0', len)) {
-			skipped_bin++;
-			free(text);
-			continue;
-		}
-		size_t lineno = 1;
-		for (char *s = text; s < text + len && !stopped; lineno++) {
-			char *e = memchr(s, '\n', (size_t)(text + len - s));
-			char saved = e ? *e : '\0';
-			if (e)
-				*e = '\0';
-			if (regexec(&re, s, 0, NULL, 0) == 0) {
-				if (results == max) {
-					stopped = true;
-				} else {
-					size_t sl = strlen(s);
-					ca_buf_printf(&b, "%s:%zu: ", rel, lineno);
-					ca_buf_add(&b, s, sl < GREP_LINE_SHOWN ? sl : GREP_LINE_SHOWN);
-					ca_buf_add(&b, sl > GREP_LINE_SHOWN ? " [...]\n" : "\n",
-					       sl > GREP_LINE_SHOWN ? 7 : 1);
-					results++;
-				}
-			}
-			if (!e)
-				break;
-			*e = saved;
-			s = e + 1;
-		}
-		free(text);
-	}
-	regfree(&re);
-	if (results == 0 && !b.err)
-		ca_buf_printf(&b, "no matches\n");
-	if (stopped)
-		ca_buf_printf(&b, "[stopped at max_results=%zu; narrow the pattern or path]\n", max);
-	if (slow)
-		ca_buf_printf(&b, "[stopped after %.0f s; narrow the pattern or path]\n", GREP_TIME_S);
-	if (files.truncated)
-		ca_buf_printf(&b, "[stopped after %d directory entries: results may be incomplete]\n",
-			  TOOLS_WALK_MAX);
-	if (skipped_big || skipped_bin)
-		ca_buf_printf(&b, "[skipped: %zu binary file%s, %zu file%s over 1 MiB]\n", skipped_bin,
-			  skipped_bin == 1 ? "" : "s", skipped_big, skipped_big == 1 ? "" : "s");
-	names_free(&files);
-	return sb_result(&b, res, true, d);
 }
 
 int tools_fs_run(const struct tool_ctx *ctx, const char *ws, size_t cap, const char *name,
@@ -814,8 +478,8 @@ int tools_fs_run(const struct tool_ctx *ctx, const char *ws, size_t cap, const c
 	if (strcmp(name, "edit") == 0 || strcmp(name, "multi_edit") == 0)
 		return do_edit(ctx, ws, name, args, res, d);
 	if (strcmp(name, "glob") == 0)
-		return do_glob(ws, args, res, d);
+		return tools_glob(ws, args, res, d);
 	if (strcmp(name, "grep") == 0)
-		return do_grep(ws, args, res, d);
+		return tools_grep(ws, args, res, d);
 	return ca_fail(d, CA_ERR_NOTFOUND, "unknown tool '%s'", name);
 }
