@@ -16,10 +16,14 @@ void cpu_claim_init(struct cpu_claim *c)
 	c->lock_fd = -1;
 }
 
-bool cpu_claim_wanted(void)
+enum cpu_pin cpu_claim_wanted(void)
 {
 	const char *v = getenv("CUDA_AGENT_PIN_PROCESSES");
-	return !(v && strcmp(v, "0") == 0);
+	if (v && strcmp(v, "0") == 0)
+		return CPU_PIN_OFF;
+	if (v && strcmp(v, "1") == 0)
+		return CPU_PIN_FORCE;
+	return CPU_PIN_AUTO;
 }
 
 /* An exclusive, non-blocking lock on lock_dir/cpu-N.lock: its descriptor, or -1. */
@@ -39,12 +43,13 @@ static int lock_cpu(const char *lock_dir, int cpu)
 	return fd;
 }
 
-int cpu_claim_take_from(struct cpu_claim *c, const cpu_set_t *cpus, const char *lock_dir)
+int cpu_claim_take_from(struct cpu_claim *c, const cpu_set_t *cpus, const char *lock_dir,
+			int min_cpus)
 {
 	int last = -1;
 
 	cpu_claim_init(c);
-	if (CPU_COUNT(cpus) < CPU_CLAIM_MIN_CPUS)
+	if (CPU_COUNT(cpus) < (min_cpus > 1 ? min_cpus : 2))
 		return -1;
 	c->saved = *cpus;
 	c->saved_valid = true;
@@ -62,7 +67,7 @@ int cpu_claim_take_from(struct cpu_claim *c, const cpu_set_t *cpus, const char *
 	return 0;
 }
 
-int cpu_claim_take(struct cpu_claim *c, const char *lock_dir)
+int cpu_claim_take(struct cpu_claim *c, const char *lock_dir, int min_cpus)
 {
 	cpu_set_t cpus;
 	cpu_claim_init(c);
@@ -70,7 +75,7 @@ int cpu_claim_take(struct cpu_claim *c, const char *lock_dir)
 		return -1;
 	if (lock_dir && mkdir(lock_dir, 0700) != 0 && errno != EEXIST)
 		lock_dir = NULL;
-	return cpu_claim_take_from(c, &cpus, lock_dir);
+	return cpu_claim_take_from(c, &cpus, lock_dir, min_cpus);
 }
 
 int cpu_claim_pin_spawn(const struct cpu_claim *c)

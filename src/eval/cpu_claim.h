@@ -26,6 +26,8 @@
 
 #define CPU_CLAIM_MIN_CPUS 3 /* one for the two processes, the rest for the supervisor */
 
+enum cpu_pin { CPU_PIN_AUTO, CPU_PIN_FORCE, CPU_PIN_OFF };
+
 struct cpu_claim {
 	int cpu;     /* -1: none */
 	int lock_fd; /* -1: shared or none */
@@ -33,15 +35,17 @@ struct cpu_claim {
 	bool saved_valid;
 };
 
-/* Whether processes should be pinned: CUDA_AGENT_PIN_PROCESSES=0 turns it off (a diagnostic:
- * the bias measured both ways is in docs/security.md); on otherwise. */
-bool cpu_claim_wanted(void);
-/* Claims a CPU among those this thread may use (at least CPU_CLAIM_MIN_CPUS of them), highest
- * first, with lock files in lock_dir (created 0700 when missing). 0 with c->cpu >= 0; -1 with
- * c->cpu == -1 when nothing was claimed (too few CPUs, no affinity). Nothing is pinned yet. */
-int cpu_claim_take(struct cpu_claim *c, const char *lock_dir);
+/* CUDA_AGENT_PIN_PROCESSES: unset, auto: pin when there is a reference process (a GPU) and at
+ * least CPU_CLAIM_MIN_CPUS CPUs; 1: pin whenever there are two CPUs (tests on CPU hosts); 0:
+ * never (a diagnostic: the bias measured both ways is in docs/security.md). */
+enum cpu_pin cpu_claim_wanted(void);
+/* Claims a CPU among those this thread may use (at least min_cpus of them), highest first, with
+ * lock files in lock_dir (created 0700 when missing). 0 with c->cpu >= 0; -1 with c->cpu == -1
+ * when nothing was claimed (too few CPUs, no affinity). Nothing is pinned yet. */
+int cpu_claim_take(struct cpu_claim *c, const char *lock_dir, int min_cpus);
 /* The same from a given set of CPUs (tests). */
-int cpu_claim_take_from(struct cpu_claim *c, const cpu_set_t *cpus, const char *lock_dir);
+int cpu_claim_take_from(struct cpu_claim *c, const cpu_set_t *cpus, const char *lock_dir,
+			int min_cpus);
 /* Pins this thread to the claimed CPU, so that processes spawned now start there. */
 int cpu_claim_pin_spawn(const struct cpu_claim *c);
 /* This thread goes back to its CPUs less the claimed one (all of them when that would leave

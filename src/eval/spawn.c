@@ -315,9 +315,12 @@ static void pin_begin(struct run *r, bool twin)
 {
 	char base[PATH_MAX], dir[PATH_MAX];
 	struct ca_diag d = {{0}};
-	if (!twin || !cpu_claim_wanted() || runs_base(base, sizeof base, &d) ||
-	    ca_format(dir, sizeof dir, "%s/cpu-claims", base) || ca_mkdirs(base, 0700, &d) ||
-	    cpu_claim_take(&r->cpu, dir) || cpu_claim_pin_spawn(&r->cpu))
+	enum cpu_pin want = cpu_claim_wanted();
+	if (want == CPU_PIN_OFF || (want == CPU_PIN_AUTO && !twin) ||
+	    runs_base(base, sizeof base, &d) || ca_format(dir, sizeof dir, "%s/cpu-claims", base) ||
+	    ca_mkdirs(base, 0700, &d) ||
+	    cpu_claim_take(&r->cpu, dir, want == CPU_PIN_FORCE ? 2 : CPU_CLAIM_MIN_CPUS) ||
+	    cpu_claim_pin_spawn(&r->cpu))
 		cpu_claim_release(&r->cpu);
 }
 

@@ -42,7 +42,8 @@ run "the same file under the cuda-agent rules" 1 "$cli" eval --device cpu --budg
   --trials 2 --json "$data/task" "$data/kb_rules.py"
 field "cuda-agent rules: parameters matched by name" 'r["rules"] == "cuda-agent" and r["reason"]["code"] == "candidate.params_mismatch" and "missing bias" in r["reason"]["message"] and r["reward"] == -1'
 
-# CUDA_AGENT_PIN_PROCESSES=1 (a diagnostic: docs/security.md): the candidate's process on one CPU
+# CUDA_AGENT_PIN_PROCESSES=1 (docs/protocol.md, "The sample"; on by itself only with a GPU): the
+# candidate's process on one CPU claimed for the evaluation
 CUDA_AGENT_PIN_PROCESSES=1 run "eval with the processes pinned" 0 "$cli" eval --device cpu --budget 0.3 \
   --trials 2 --json "$data/task" "$data/honest.py"
 field "pinned: the CPU is named, the candidate still judged" 'isinstance(r["env"]["pinned_cpu"], int) and r["reason"]["code"] == "ok"'

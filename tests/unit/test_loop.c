@@ -704,25 +704,29 @@ static void test_cpu_claims(void **state)
 	CPU_ZERO(&cpus);
 	CPU_SET(0, &cpus);
 	CPU_SET(1, &cpus);
-	assert_int_equal(cpu_claim_take_from(&a, &cpus, dir), -1);
+	assert_int_equal(cpu_claim_take_from(&a, &cpus, dir, CPU_CLAIM_MIN_CPUS), -1);
 	assert_int_equal(a.cpu, -1);
 	cpu_claim_release(&a);
+	assert_int_equal(cpu_claim_take_from(&a, &cpus, dir, 2), 0); /* forced: two suffice */
+	assert_int_equal(a.cpu, 1);
+	a.saved_valid = false;
+	cpu_claim_release(&a);
 	CPU_SET(5, &cpus);
-	assert_int_equal(cpu_claim_take_from(&a, &cpus, dir), 0);
+	assert_int_equal(cpu_claim_take_from(&a, &cpus, dir, CPU_CLAIM_MIN_CPUS), 0);
 	assert_int_equal(a.cpu, 5);
 	assert_true(a.lock_fd >= 0);
-	assert_int_equal(cpu_claim_take_from(&b, &cpus, dir), 0);
+	assert_int_equal(cpu_claim_take_from(&b, &cpus, dir, CPU_CLAIM_MIN_CPUS), 0);
 	assert_int_equal(b.cpu, 1);
-	assert_int_equal(cpu_claim_take_from(&c, &cpus, dir), 0);
+	assert_int_equal(cpu_claim_take_from(&c, &cpus, dir, CPU_CLAIM_MIN_CPUS), 0);
 	assert_int_equal(c.cpu, 0);
-	assert_int_equal(cpu_claim_take_from(&d, &cpus, dir), 0);
+	assert_int_equal(cpu_claim_take_from(&d, &cpus, dir, CPU_CLAIM_MIN_CPUS), 0);
 	assert_int_equal(d.cpu, 5); /* all taken: the last one, shared, without a lock */
 	assert_int_equal(d.lock_fd, -1);
 	d.saved_valid = false; /* these sets are made up: never applied to this thread */
 	cpu_claim_release(&d);
 	b.saved_valid = false;
 	cpu_claim_release(&b);
-	assert_int_equal(cpu_claim_take_from(&d, &cpus, dir), 0);
+	assert_int_equal(cpu_claim_take_from(&d, &cpus, dir, CPU_CLAIM_MIN_CPUS), 0);
 	assert_int_equal(d.cpu, 1);
 	assert_true(d.lock_fd >= 0);
 	a.saved_valid = c.saved_valid = d.saved_valid = false;
