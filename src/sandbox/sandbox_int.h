@@ -14,33 +14,9 @@
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
-/* The cgroup v2 leaf of one child (cgroup.c). */
-/* Makes the leaf under the supervisor's own cgroup with the limits (the cgroup layer of the
- * report says what happened); nothing when cgroup v2 is not writable. */
-void sandbox_cgroup_prepare(struct sandbox *sb, const struct sandbox_opts *o, uint64_t memory_max,
-			    uint64_t pids_max);
-/* Removes the leaf (after its processes ended). */
-void sandbox_cgroup_remove(struct sandbox *sb);
-/* Moves pid into the leaf; when that fails the cgroup layer is off. */
-void sandbox_cgroup_join(struct sandbox *sb, pid_t pid);
-/* Writes s to a control file: 0, or -1 with errno. */
-int sandbox_write_str(const char *path, const char *s);
-
 #endif
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
-/* The cgroup v2 leaf of one child (cgroup.c). */
-/* Makes the leaf under the supervisor's own cgroup with the limits (the cgroup layer of the
- * report says what happened); nothing when cgroup v2 is not writable. */
-void sandbox_cgroup_prepare(struct sandbox *sb, const struct sandbox_opts *o, uint64_t memory_max,
-			    uint64_t pids_max);
-/* Removes the leaf (after its processes ended). */
-void sandbox_cgroup_remove(struct sandbox *sb);
-/* Moves pid into the leaf; when that fails the cgroup layer is off. */
-void sandbox_cgroup_join(struct sandbox *sb, pid_t pid);
-/* Writes s to a control file: 0, or -1 with errno. */
-int sandbox_write_str(const char *path, const char *s);
-
 #endif
 
 /* mount_setattr(2) (Linux 5.12), declared here so that older C libraries build too. */
