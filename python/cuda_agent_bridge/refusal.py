@@ -78,7 +78,7 @@ class TorchComputeRefused(RuntimeError):
 
 def _name(func: Callable[..., Any]) -> str:
     try:
-        return resolve_name(func) or getattr(func, "__qualname__", repr(func))
+        return str(resolve_name(func) or getattr(func, "__qualname__", repr(func)))
     except Exception:  # resolve_name walks torch's namespaces; never fail on a lookup
         return getattr(func, "__qualname__", repr(func))
 
@@ -115,9 +115,9 @@ class _FunctionGuard(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-class _DispatchGuard(TorchDispatchMode):
+class _DispatchGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __init__(self, owner: Refusal) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.owner = owner
 
     @classmethod

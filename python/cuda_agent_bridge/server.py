@@ -628,7 +628,9 @@ def baseline_settings(mode: str) -> dict[str, object]:
         "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
         "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cudnn": (torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
+                  if torch.backends.cudnn.is_available()  # type: ignore[no-untyped-call]
+                  else None),
     }
     if mode == "compile":
         import torch._inductor.config as inductor
