@@ -11,6 +11,7 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/str.h"
+#include "util/pylaunch.h"
 
 const char *bridge_python(const char *configured)
 {
@@ -20,11 +21,9 @@ const char *bridge_python(const char *configured)
 
 int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_diag *d)
 {
-	char pypath[PATH_MAX];
+	char *pp_env = NULL;
 	const char *python = bridge_python(opts ? opts->python : NULL);
 	const char *device = opts && opts->device ? opts->device : "auto";
-	const char *old_pp = getenv("PYTHONPATH");
-	char *pp_env = NULL;
 	int rc, pair[2];
 
 	memset(b, 0, sizeof *b);
@@ -32,12 +31,14 @@ int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_dia
 	b->child.to_child = b->child.from_child = -1; /* bridge_stop after a failure closes nothing */
 	b->next_id = 1;
 	b->fd_channel = -1;
-	rc = ca_python_dir(pypath, sizeof pypath, "the torch bridge", d);
-	if (rc)
-		return rc;
-	if (asprintf(&pp_env, "PYTHONPATH=%s%s%s", pypath, old_pp && old_pp[0] ? ":" : "",
-		     old_pp ? old_pp : "") < 0)
+	if (!(pp_env = malloc(PYLAUNCH_ENV_MAX)))
 		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
+	rc = ca_pythonpath_env(pp_env, PYLAUNCH_ENV_MAX, NULL, PYTHONPATH_INHERIT, "the torch bridge",
+			       d);
+	if (rc) {
+		free(pp_env);
+		return rc;
+	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
 		free(pp_env);
 		return ca_fail(d, CA_ERR_IO, "socketpair: %s", strerror(errno));

@@ -15,6 +15,7 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/str.h"
+#include "util/pylaunch.h"
 
 /* Run directories of evaluations that were killed before they could clean up (they live in
  * memory under /dev/shm): removed once they are a day old. Best effort. */
@@ -175,7 +176,8 @@ int python_binds(const struct python_runtime *rt, const char *const *more,
 		binds[n++] = (struct sandbox_bind){.src = rt->dirs[i]};
 	for (size_t i = 0; more[i] && n < cap; i++)
 		binds[n++] = (struct sandbox_bind){.src = more[i]};
-	snprintf(pp_env, pp_size, "PYTHONPATH=%s", rt->package_dir);
+	if (ca_pythonpath_env(pp_env, pp_size, rt->package_dir, PYTHONPATH_OURS, NULL, NULL))
+		pp_env[0] = '\0'; /* cannot happen: pp_size holds a PATH_MAX path */
 	return (int)n;
 }
 

@@ -9,6 +9,7 @@
 #include "util/log.h"
 #include "util/proc.h"
 #include "util/str.h"
+#include "util/pylaunch.h"
 
 #define PROBE_MAX_OUTPUT (64u << 10)
 #define REPORT_MAX_OUTPUT (4u << 20)
@@ -151,7 +152,9 @@ int python_runtime_probe(const char *python, struct python_runtime *rt, struct c
 	memset(rt, 0, sizeof *rt);
 	if ((rc = ca_python_dir(rt->package_dir, sizeof rt->package_dir, NULL, d)))
 		return rc;
-	snprintf(pp_env, sizeof pp_env, "PYTHONPATH=%s", rt->package_dir);
+	if ((rc = ca_pythonpath_env(pp_env, sizeof pp_env, rt->package_dir, PYTHONPATH_OURS, NULL,
+				    d)))
+		return rc;
 	if ((rc = ca_run(argv, &ro, &res, d)))
 		return ca_fail_prefix(d, rc, "cannot run %s", python);
 	if (res.timed_out || res.term_signal || res.exit_code != 0) {
@@ -236,7 +239,7 @@ static int run_module(const char *python, const char *module, const char *const 
 		      double timeout_s, size_t stdout_cap, struct ca_run_result *run,
 		      struct ca_diag *d)
 {
-	char root[PATH_MAX], pp_env[PATH_MAX + 32];
+	char pp_env[PYLAUNCH_ENV_MAX];
 	const char *env_add[] = {pp_env, "PYTHONDONTWRITEBYTECODE=1", NULL};
 	const char *argv[MAX_BRIDGE_ARGS];
 	struct ca_run_opts ro = {.env_add = env_add, .timeout_s = timeout_s,
@@ -244,9 +247,8 @@ static int run_module(const char *python, const char *module, const char *const 
 	size_t n = 0;
 	int rc;
 
-	if ((rc = ca_python_dir(root, sizeof root, NULL, d)))
+	if ((rc = ca_pythonpath_env(pp_env, sizeof pp_env, NULL, PYTHONPATH_OURS, NULL, d)))
 		return rc;
-	snprintf(pp_env, sizeof pp_env, "PYTHONPATH=%s", root);
 	argv[n++] = python;
 	argv[n++] = "-m";
 	argv[n++] = module;

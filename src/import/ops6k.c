@@ -11,6 +11,7 @@
 #include "util/fs.h"
 #include "util/proc.h"
 #include "util/str.h"
+#include "util/pylaunch.h"
 
 /* ---- one Ops-6K row ------------------------------------------------------------------- */
 
@@ -383,9 +384,8 @@ static int import_jsonl(struct import_ctx *c, int fd, const char *file, struct c
 
 static int import_parquet(struct import_ctx *c, const char *file, struct ca_diag *d)
 {
-	char pypath[PATH_MAX], errpath[PATH_MAX], tail[512];
+	char errpath[PATH_MAX], tail[512];
 	const char *python = c->o->python ? c->o->python : getenv("CUDA_AGENT_PYTHON");
-	const char *old_pp = getenv("PYTHONPATH");
 	struct ca_child child = {.pid = -1, .to_child = -1, .from_child = -1};
 	struct ca_run_result how = {0};
 	char *pp_env = NULL;
@@ -395,14 +395,15 @@ static int import_parquet(struct import_ctx *c, const char *file, struct ca_diag
 
 	if (!python || !python[0])
 		python = "python3";
-	rc = ca_python_dir(pypath, sizeof pypath, "parquet", d);
-	if (rc)
-		return rc;
 	if (ca_path_join(errpath, sizeof errpath, c->staging, "rows.stderr"))
 		return ca_fail(d, CA_ERR_LIMIT, "path too long");
-	if (asprintf(&pp_env, "PYTHONPATH=%s%s%s", pypath, old_pp && old_pp[0] ? ":" : "",
-		     old_pp ? old_pp : "") < 0)
+	if (!(pp_env = malloc(PYLAUNCH_ENV_MAX)))
 		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
+	rc = ca_pythonpath_env(pp_env, PYLAUNCH_ENV_MAX, NULL, PYTHONPATH_INHERIT, "parquet", d);
+	if (rc) {
+		free(pp_env);
+		return rc;
+	}
 	const char *env_add[] = {pp_env, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", NULL};
 	const char *argv[] = {python, "-m", "cuda_agent_bridge.rows", file, NULL};
 	struct ca_run_opts ro = {.env_add = env_add};

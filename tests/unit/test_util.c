@@ -21,6 +21,7 @@
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/proc.h"
+#include "util/pylaunch.h"
 #include "util/str.h"
 
 #define TEST_NAME "util"
@@ -891,6 +892,28 @@ static void test_buf(void **state)
 	ca_buf_free(&b);
 }
 
+/* util/pylaunch: one rule for PYTHONPATH; the caller's path follows ours only when inherited. */
+static void test_pythonpath(void **state)
+{
+	char out[256], tiny[16];
+	struct ca_diag d = {{0}};
+	(void)state;
+	setenv("PYTHONPATH", "/user/site", 1);
+	assert_int_equal(ca_pythonpath_env(out, sizeof out, "/pkg", PYTHONPATH_OURS, NULL, &d), 0);
+	assert_string_equal(out, "PYTHONPATH=/pkg");
+	assert_int_equal(ca_pythonpath_env(out, sizeof out, "/pkg", PYTHONPATH_INHERIT, NULL, &d),
+			 0);
+	assert_string_equal(out, "PYTHONPATH=/pkg:/user/site");
+	setenv("PYTHONPATH", "", 1);
+	assert_int_equal(ca_pythonpath_env(out, sizeof out, "/pkg", PYTHONPATH_INHERIT, NULL, &d),
+			 0);
+	assert_string_equal(out, "PYTHONPATH=/pkg");
+	unsetenv("PYTHONPATH");
+	assert_int_equal(ca_pythonpath_env(tiny, sizeof tiny, "/a/long/package/dir",
+					   PYTHONPATH_OURS, NULL, &d),
+			 CA_ERR_LIMIT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -915,6 +938,7 @@ int main(void)
 		cmocka_unit_test(test_log_level),
 		cmocka_unit_test(test_str),
 		cmocka_unit_test(test_buf),
+		cmocka_unit_test(test_pythonpath),
 	};
 	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
