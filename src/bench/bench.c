@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "bench/kb_runs.h"
-#include "bench/results_db.h"
+#include "store/results_db.h"
 #include "report/report.h"
 #include "task/task.h"
 #include "util/clock.h"

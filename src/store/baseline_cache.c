@@ -1,4 +1,5 @@
 #include "store/baseline_cache.h"
+#include "store/db.h"
 
 #include <limits.h>
 #include <math.h>
@@ -24,7 +25,6 @@ int baseline_cache_open(struct baseline_cache *c, const char *path, struct ca_di
 {
 	char def[PATH_MAX];
 	sqlite3 *db = NULL;
-	char *err = NULL;
 	int rc;
 
 	c->db = NULL;
@@ -37,17 +37,9 @@ int baseline_cache_open(struct baseline_cache *c, const char *path, struct ca_di
 			return ca_fail(d, CA_ERR_LIMIT, "cache path too long");
 		path = def;
 	}
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-	    SQLITE_OK) {
-		rc = ca_fail(d, CA_ERR_IO, "cannot open baseline cache %s: %s", path,
-			     db ? sqlite3_errmsg(db) : "out of memory");
-		sqlite3_close(db);
+	if ((rc = ca_db_open(&db, path, true, false, "baseline cache", d)))
 		return rc;
-	}
-	sqlite3_busy_timeout(db, 10000);
-	if (sqlite3_exec(db, schema, NULL, NULL, &err) != SQLITE_OK) {
-		rc = ca_fail(d, CA_ERR_IO, "baseline cache %s: %s", path, err ? err : "error");
-		sqlite3_free(err);
+	if ((rc = ca_db_exec(db, schema, d, "baseline cache %s", path))) {
 		sqlite3_close(db);
 		return rc;
 	}
@@ -59,7 +51,7 @@ static int prepare_keyed(struct baseline_cache *c, const char *sql,
 			 const struct baseline_key *k, sqlite3_stmt **st, struct ca_diag *d)
 {
 	if (sqlite3_prepare_v2(c->db, sql, -1, st, NULL) != SQLITE_OK)
-		return ca_fail(d, CA_ERR_IO, "baseline cache: %s", sqlite3_errmsg(c->db));
+		return ca_db_fail(c->db, d, "baseline cache");
 	sqlite3_bind_text(*st, 1, k->task_hash, -1, SQLITE_STATIC);
 	sqlite3_bind_text(*st, 2, k->gpu_name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(*st, 3, k->torch_version, -1, SQLITE_STATIC);
@@ -86,7 +78,7 @@ int baseline_cache_get(struct baseline_cache *c, const struct baseline_key *k, j
 	} else if (step == SQLITE_DONE) {
 		rc = CA_ERR_NOTFOUND;
 	} else {
-		rc = ca_fail(d, CA_ERR_IO, "baseline cache: %s", sqlite3_errmsg(c->db));
+		rc = ca_db_fail(c->db, d, "baseline cache");
 	}
 	sqlite3_finalize(st);
 	return rc;
@@ -109,7 +101,7 @@ int baseline_cache_put(struct baseline_cache *c, const struct baseline_key *k,
 		sqlite3_bind_text(st, 5, text, -1, SQLITE_STATIC);
 		sqlite3_bind_double(st, 6, ca_wall_now());
 		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = ca_fail(d, CA_ERR_IO, "baseline cache: %s", sqlite3_errmsg(c->db));
+			rc = ca_db_fail(c->db, d, "baseline cache");
 	}
 	sqlite3_finalize(st);
 	free(text);
@@ -125,7 +117,7 @@ int baseline_cache_delete(struct baseline_cache *c, const struct baseline_key *k
 			       "torch_version=?3 AND protocol_version=?4",
 			       k, &st, d);
 	if (!rc && sqlite3_step(st) != SQLITE_DONE)
-		rc = ca_fail(d, CA_ERR_IO, "baseline cache: %s", sqlite3_errmsg(c->db));
+		rc = ca_db_fail(c->db, d, "baseline cache");
 	sqlite3_finalize(st);
 	return rc;
 }
@@ -205,7 +197,7 @@ int baseline_cache_export(struct baseline_cache *c, FILE *out, size_t *count, st
 			       "measured_at, timing_json FROM baselines ORDER BY task_hash, gpu_name, "
 			       "torch_version, protocol_version",
 			       -1, &st, NULL) != SQLITE_OK)
-		return ca_fail(d, CA_ERR_IO, "baseline cache: %s", sqlite3_errmsg(c->db));
+		return ca_db_fail(c->db, d, "baseline cache");
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *text = (const char *)sqlite3_column_text(st, 5);
 		json_t *timing = text ? json_loads(text, 0, NULL) : NULL;
@@ -231,7 +223,7 @@ int baseline_cache_export(struct baseline_cache *c, FILE *out, size_t *count, st
 		(*count)++;
 	}
 	if (!rc && step != SQLITE_DONE)
-		rc = ca_fail(d, CA_ERR_IO, "baseline cache: %s", sqlite3_errmsg(c->db));
+		rc = ca_db_fail(c->db, d, "baseline cache");
 	sqlite3_finalize(st);
 	return rc;
 }
@@ -273,7 +265,7 @@ static int import_one(void *ctx, const json_t *obj, struct ca_diag *d)
 		sqlite3_bind_text(st, 5, text, -1, SQLITE_STATIC);
 		sqlite3_bind_double(st, 6, e.measured_at);
 		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = ca_fail(d, CA_ERR_IO, "baseline cache: %s", sqlite3_errmsg(s->c->db));
+			rc = ca_db_fail(s->c->db, d, "baseline cache");
 		else if (sqlite3_changes(s->c->db) > 0)
 			s->added++;
 		else
@@ -292,14 +284,14 @@ int baseline_cache_import(struct baseline_cache *c, const char *path, bool repla
 
 	*added = *skipped = 0;
 	if (sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-		return ca_fail(d, CA_ERR_IO, "baseline cache: %s", sqlite3_errmsg(c->db));
+		return ca_db_fail(c->db, d, "baseline cache");
 	rc = ca_jsonl_each(path, BASELINE_LINE_MAX, import_one, &s, d);
 	if (rc) {
 		sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
 		return rc;
 	}
 	if (sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-		rc = ca_fail(d, CA_ERR_IO, "baseline cache: %s", sqlite3_errmsg(c->db));
+		rc = ca_db_fail(c->db, d, "baseline cache");
 		sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
 		return rc;
 	}

@@ -1,4 +1,5 @@
 #include "store/task_store.h"
+#include "store/db.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -49,32 +50,18 @@ int task_store_default_dir(const char *opt, char *out, size_t size, struct ca_di
 
 static int db_fail(struct task_store *s, struct ca_diag *d, const char *what)
 {
-	return ca_fail(d, CA_ERR_IO, "task store %s: %s: %s", s->root, what,
-		       sqlite3_errmsg(s->db));
+	return ca_db_fail(s->db, d, "task store %s: %s", s->root, what);
 }
 
 static int exec_sql(struct task_store *s, const char *sql, struct ca_diag *d)
 {
-	char *err = NULL;
-	int rc = 0;
-	if (sqlite3_exec(s->db, sql, NULL, NULL, &err) != SQLITE_OK)
-		rc = ca_fail(d, CA_ERR_IO, "task store %s: %s", s->root, err ? err : "error");
-	sqlite3_free(err);
-	return rc;
+	return ca_db_exec(s->db, sql, d, "task store %s", s->root);
 }
 
 static int user_version(struct task_store *s, int *version, struct ca_diag *d)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = 0;
-	if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-		return db_fail(s, d, "cannot read the schema version");
-	if (sqlite3_step(st) == SQLITE_ROW)
-		*version = sqlite3_column_int(st, 0);
-	else
-		rc = db_fail(s, d, "cannot read the schema version");
-	sqlite3_finalize(st);
-	return rc;
+	return ca_db_user_version(s->db, version, d, "task store %s: cannot read the schema version",
+				  s->root);
 }
 
 /* Creates the schema when the database is new; refuses one written by a newer cuda-agent. */
@@ -130,19 +117,10 @@ int task_store_open(struct task_store *s, const char *root, bool create, struct 
 	if (!create && !ca_is_file(path))
 		return ca_fail(d, CA_ERR_NOTFOUND, "no task store at %s (no %s; cuda-agent tasks "
 			       "import ...)", s->root, CA_TASK_STORE_DB);
-	if (sqlite3_open_v2(path, &db,
-			    SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), NULL) !=
-	    SQLITE_OK) {
-		rc = ca_fail(d, CA_ERR_IO, "cannot open task store %s: %s", path,
-			     db ? sqlite3_errmsg(db) : "out of memory");
-		sqlite3_close(db);
+	if ((rc = ca_db_open(&db, path, create, true, "task store", d)))
 		return rc;
-	}
 	s->db = db;
-	sqlite3_busy_timeout(db, 10000);
-	rc = exec_sql(s, "PRAGMA journal_mode=WAL", d);
-	if (!rc)
-		rc = ensure_schema(s, d);
+	rc = ensure_schema(s, d);
 	if (rc)
 		task_store_close(s);
 	return rc;

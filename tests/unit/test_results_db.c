@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/results_db.h"
+#include "store/results_db.h"
 #include "util/fs.h"
 
 static char tmpdir[PATH_MAX];

@@ -1,4 +1,5 @@
-#include "bench/results_db.h"
+#include "store/results_db.h"
+#include "store/db.h"
 #include "protocol/reasons.h"
 
 #include <stdlib.h>
@@ -10,8 +11,7 @@
 
 static int db_fail(struct results_db *r, struct ca_diag *d, const char *what)
 {
-	return ca_fail(d, CA_ERR_IO, "bench store: %s: %s", what,
-		       r->db ? sqlite3_errmsg(r->db) : "no connection");
+	return ca_db_fail(r->db, d, "bench store: %s", what);
 }
 
 bool results_reason_final(const char *code)
@@ -34,25 +34,16 @@ int results_db_open(struct results_db *r, const char *path, struct ca_diag *d)
 		" finished_at REAL NOT NULL,"
 		" result TEXT NOT NULL);";
 	sqlite3 *db = NULL;
-	sqlite3_stmt *st = NULL;
 	int version = -1, rc = 0;
 
 	r->db = NULL;
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-	    SQLITE_OK) {
-		rc = ca_fail(d, CA_ERR_IO, "cannot open %s: %s", path,
-			     db ? sqlite3_errmsg(db) : "out of memory");
-		sqlite3_close(db);
+	if ((rc = ca_db_open(&db, path, true, false, "the bench store", d)))
+		return rc;
+	r->db = db;
+	if ((rc = ca_db_user_version(db, &version, d, "bench store: %s", path))) {
+		results_db_close(r);
 		return rc;
 	}
-	r->db = db;
-	sqlite3_busy_timeout(db, 10000);
-	if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-		goto fail;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		version = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	st = NULL;
 	if (version != 0 && version != RESULTS_DB_SCHEMA) {
 		rc = ca_fail(d, CA_ERR_INVALID,
 			     "%s has schema version %d, this cuda-agent writes %d: use another --out "

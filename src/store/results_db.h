@@ -7,8 +7,8 @@
  *
  * Ownership: results_db owns its connection; strings returned through callbacks are valid only
  * during the call. */
-#ifndef CA_BENCH_RESULTS_DB_H
-#define CA_BENCH_RESULTS_DB_H
+#ifndef CA_STORE_RESULTS_DB_H
+#define CA_STORE_RESULTS_DB_H
 
 #include <stdbool.h>
 
