@@ -117,6 +117,10 @@ $(BUILD)/asan/libca.a: $(ASAN_CORE)
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/asan/libca.a | headers
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(SAN) -o $@ $< $(BUILD)/asan/libca.a -lcmocka $(LDLIBS)
+# The worker's plan parser and events, tested without a GPU against the supervisor's judge.
+$(BUILD)/tests/test_worker: tests/unit/test_worker.c src/worker/plan.c src/worker/events.c $(BUILD)/asan/libca.a | headers
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(SAN) -o $@ $< src/worker/plan.c src/worker/events.c $(BUILD)/asan/libca.a -lcmocka $(LDLIBS)
 $(BUILD)/tests/agent/%: tests/agent/%.c $(BUILD)/asan/libca.a | headers
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(SAN) -o $@ $< $(BUILD)/asan/libca.a -lcmocka $(LDLIBS)
