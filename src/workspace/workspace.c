@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "bridge/bridge.h"
-#include "eval/eval.h"
 #include "task/task.h"
 #include "tensor/spec.h"
 #include "util/buf.h"
@@ -410,29 +409,36 @@ static int write_new(struct layout *l, int which, const char *data, size_t len, 
 static int describe(const struct workspace_opts *o, const struct task *t, struct task_spec *spec,
 		    struct workspace_report *rep, struct ca_diag *d)
 {
-	struct eval_session s;
+	struct bridge b;
+	char cache[PATH_MAX], log[PATH_MAX];
+	struct bridge_opts bo = {.python = o->python, .device = o->device ? o->device : "auto"};
 	json_t *req = NULL, *res = NULL;
 	char code[64] = "";
+	bool started = false;
 	int rc;
 
-	eval_session_init(&s, o->python, o->device);
-	rc = eval_session_warm(&s, d);
+	/* One describe call: the bridge alone (its log beside the evaluations' in the cache). */
+	if (ca_log_get_level() < CA_LOG_DEBUG && ca_cache_dir(cache, sizeof cache, NULL) == 0 &&
+	    ca_path_join(log, sizeof log, cache, "bridge.log") == 0)
+		bo.stderr_path = log;
+	rc = bridge_start(&b, &bo, d);
+	started = rc == 0;
 	if (!rc)
-		rc = bridge_wait_ready(&s.bridge, 180.0, d);
+		rc = bridge_wait_ready(&b, 180.0, d);
 	if (rc) {
 		ca_strlcpy(rep->code, "env.bridge", sizeof rep->code);
 		rc = ca_fail_prefix(d, rc, "cannot start the torch bridge");
 		goto out;
 	}
 	ca_log_info("describing %s with the torch bridge (torch %s on %s)", t->dir,
-		    s.bridge.torch_version, s.bridge.device);
+		    b.torch_version, b.device);
 	req = json_pack("{s:s, s:I}", "task_dir", t->dir, "seed", (json_int_t)DESCRIBE_SEED);
 	if (!req) {
 		ca_strlcpy(rep->code, "internal", sizeof rep->code);
 		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	rc = bridge_call(&s.bridge, "describe", req, 600.0, &res, code, sizeof code, d);
+	rc = bridge_call(&b, "describe", req, 600.0, &res, code, sizeof code, d);
 	if (rc == CA_ERR_INVALID && reason_class_of(code) == REASON_TASK) {
 		ca_strlcpy(rep->code, code, sizeof rep->code);
 		goto out;
@@ -449,7 +455,8 @@ static int describe(const struct workspace_opts *o, const struct task *t, struct
 out:
 	json_decref(req);
 	json_decref(res);
-	eval_session_close(&s);
+	if (started)
+		bridge_stop(&b);
 	return rc;
 }
 
