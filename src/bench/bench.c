@@ -15,6 +15,7 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/str.h"
+#include "util/pool.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -35,68 +36,59 @@ static enum torch_profile bench_rules(const struct bench_opts *o, const char *ca
 							  : TORCH_PROFILE_CUDA_AGENT;
 }
 
-/* Warms the build cache: `cuda-agent compile` of each candidate, ahead of the evaluations. */
-static void *compile_worker(void *arg)
+/* One item of the compile pool (util/pool.h): `cuda-agent compile` of its candidate, which warms
+ * the build cache ahead of its evaluation. Items without work (resumed, no candidate) and items
+ * reached after a stop are marked ready at once; the evaluation loop waits on r->ready. */
+static void compile_item(void *ctx, size_t i)
 {
-	struct run *r = arg;
-	for (;;) {
-		size_t i;
-		struct item *it;
-		pthread_mutex_lock(&r->lock);
-		while (r->next_compile < r->n &&
-		       (r->items[r->next_compile].resumed || !r->items[r->next_compile].has_candidate)) {
-			r->items[r->next_compile].state = ITEM_READY;
-			r->next_compile++;
-		}
-		if (r->stop || interrupted || r->next_compile >= r->n) {
-			pthread_cond_broadcast(&r->ready);
-			pthread_mutex_unlock(&r->lock);
-			return NULL;
-		}
-		i = r->next_compile++;
-		it = &r->items[i];
-		it->state = ITEM_COMPILING;
-		pthread_mutex_unlock(&r->lock);
+	struct run *r = ctx;
+	struct item *it = &r->items[i];
+	const char *argv[16];
+	int a = 0;
+	struct ca_run_opts ro = {.timeout_s = COMPILE_TIMEOUT_S, .stdout_cap = 4096,
+				 .stderr_cap = 4096};
+	struct ca_run_result res;
+	struct ca_diag d = {{0}};
 
-		{
-			const char *argv[16];
-			int a = 0;
-			struct ca_run_opts ro = {.timeout_s = COMPILE_TIMEOUT_S,
-						 .stdout_cap = 4096,
-						 .stderr_cap = 4096};
-			struct ca_run_result res;
-			struct ca_diag d = {{0}};
-			argv[a++] = r->self_exe;
-			argv[a++] = "compile";
-			argv[a++] = "--json";
-			argv[a++] = "-q";
-			argv[a++] = "--task";
-			argv[a++] = it->task_dir;
-			if (r->o->eval.arch) {
-				argv[a++] = "--arch";
-				argv[a++] = r->o->eval.arch;
-			}
-			if (r->o->python) {
-				argv[a++] = "--python";
-				argv[a++] = r->o->python;
-			}
-			argv[a++] = "--rules";
-			argv[a++] = torch_profile_name(bench_rules(r->o, it->cand_dir));
-			argv[a++] = it->cand_dir;
-			argv[a] = NULL;
-			memset(&res, 0, sizeof res);
-			/* The verdict does not matter here: the evaluation builds again (a cache
-			 * hit) and reports it. */
-			if (ca_run(argv, &ro, &res, &d) == 0)
-				ca_run_result_free(&res);
-		}
-
-		pthread_mutex_lock(&r->lock);
+	pthread_mutex_lock(&r->lock);
+	if (it->resumed || !it->has_candidate || r->stop || interrupted) {
 		it->state = ITEM_READY;
-		r->compiled++;
 		pthread_cond_broadcast(&r->ready);
 		pthread_mutex_unlock(&r->lock);
+		return;
 	}
+	it->state = ITEM_COMPILING;
+	pthread_mutex_unlock(&r->lock);
+
+	argv[a++] = r->self_exe;
+	argv[a++] = "compile";
+	argv[a++] = "--json";
+	argv[a++] = "-q";
+	argv[a++] = "--task";
+	argv[a++] = it->task_dir;
+	if (r->o->eval.arch) {
+		argv[a++] = "--arch";
+		argv[a++] = r->o->eval.arch;
+	}
+	if (r->o->python) {
+		argv[a++] = "--python";
+		argv[a++] = r->o->python;
+	}
+	argv[a++] = "--rules";
+	argv[a++] = torch_profile_name(bench_rules(r->o, it->cand_dir));
+	argv[a++] = it->cand_dir;
+	argv[a] = NULL;
+	memset(&res, 0, sizeof res);
+	/* The verdict does not matter here: the evaluation builds again (a cache hit) and
+	 * reports it. */
+	if (ca_run(argv, &ro, &res, &d) == 0)
+		ca_run_result_free(&res);
+
+	pthread_mutex_lock(&r->lock);
+	it->state = ITEM_READY;
+	r->compiled++;
+	pthread_cond_broadcast(&r->ready);
+	pthread_mutex_unlock(&r->lock);
 }
 
 static void format_duration(double s, char *out, size_t size)
@@ -435,15 +427,15 @@ static int evaluate_all(struct run *r, struct results_db *db, FILE *jsonl, struc
 	return rc;
 }
 
-/* Stops the compile threads (they see r->stop) and joins them. */
-static void pool_stop(struct run *r, pthread_t *threads, size_t nthreads)
+/* Stops the compile pool (items not yet taken are never compiled) and joins it. */
+static void pool_stop(struct run *r, struct ca_pool *pool)
 {
 	pthread_mutex_lock(&r->lock);
 	r->stop = true;
 	pthread_cond_broadcast(&r->ready);
 	pthread_mutex_unlock(&r->lock);
-	for (size_t i = 0; i < nthreads; i++)
-		pthread_join(threads[i], NULL);
+	ca_pool_stop(pool);
+	ca_pool_join(pool);
 }
 
 int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_diag *d)
@@ -452,8 +444,7 @@ int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_dia
 	struct results_db db = {0};
 	struct progress pg = {0};
 	struct sigaction sa, old_int, old_term;
-	pthread_t *threads = NULL;
-	size_t nthreads = 0;
+	struct ca_pool pool;
 	char jsonl_path[PATH_MAX];
 	FILE *jsonl = NULL;
 	int jobs = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -492,20 +483,13 @@ int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_dia
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 
-	threads = calloc((size_t)jobs, sizeof *threads);
-	for (int i = 0; threads && i < jobs; i++) {
-		if (pthread_create(&threads[nthreads], NULL, compile_worker, &r) != 0)
-			break;
-		nthreads++;
-	}
-	if (nthreads == 0)
+	if (ca_pool_start(&pool, r.n, jobs, compile_item, &r) == 0)
 		rc = ca_fail(d, CA_ERR_NOMEM, "cannot start a compile thread");
 	else
 		rc = evaluate_all(&r, &db, jsonl, &pg, s, d);
 	if (pg.tty && !o->quiet)
 		fputc('\n', stderr);
-	pool_stop(&r, threads, nthreads);
-	free(threads);
+	pool_stop(&r, &pool);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	fclose(jsonl);

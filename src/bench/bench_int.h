@@ -38,7 +38,6 @@ struct run {
 	/* the compile pool */
 	pthread_mutex_t lock;
 	pthread_cond_t ready;
-	size_t next_compile;
 	size_t compiled;
 	bool stop;
 };

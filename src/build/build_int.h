@@ -55,8 +55,6 @@ struct candidate {
 struct job {
 	struct unit *units;
 	size_t num_units;
-	size_t next;
-	pthread_mutex_t mu;
 	const char *nvcc;
 	const char *arch;
 	const char *kdir;

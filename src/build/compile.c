@@ -11,6 +11,7 @@
 
 #include "build/hostasm.h"
 #include "util/fs.h"
+#include "util/pool.h"
 
 /* Flags of every compile; part of every object key. NVTX is disabled because its header-only
  * injection code (pulled in by CUB and Thrust) calls getenv/dlopen/dlsym, which the symbol rules
@@ -375,37 +376,20 @@ static void compile_unit(struct job *j, size_t index)
 	ca_run_result_free(&rr);
 }
 
-static void *compile_worker(void *arg)
+/* One unit of the pool (util/pool.h): the cached ones were decided before. */
+static void compile_item(void *ctx, size_t i)
 {
-	struct job *j = arg;
-	for (;;) {
-		size_t i;
-		pthread_mutex_lock(&j->mu);
-		while (j->next < j->num_units && j->units[j->next].cached)
-			j->next++;
-		i = j->next < j->num_units ? j->next++ : j->num_units;
-		pthread_mutex_unlock(&j->mu);
-		if (i >= j->num_units)
-			return NULL;
+	struct job *j = ctx;
+	if (!j->units[i].cached)
 		compile_unit(j, i);
-	}
 }
 
 int build_compile_all(struct job *j, int jobs, struct ca_diag *d)
 {
-	pthread_t threads[MAX_JOBS];
-	int started = 0;
-
-	if (pthread_mutex_init(&j->mu, NULL) != 0)
-		return ca_fail(d, CA_ERR_NOMEM, "cannot create a mutex");
-	for (int i = 1; i < jobs; i++) {
-		if (pthread_create(&threads[started], NULL, compile_worker, j) != 0)
-			break;
-		started++;
-	}
-	compile_worker(j); /* this thread works too */
-	for (int i = 0; i < started; i++)
-		pthread_join(threads[i], NULL);
-	pthread_mutex_destroy(&j->mu);
+	struct ca_pool pool;
+	(void)d;
+	ca_pool_start(&pool, j->num_units, jobs - 1, compile_item, j);
+	ca_pool_work(&pool); /* this thread works too */
+	ca_pool_join(&pool);
 	return 0;
 }

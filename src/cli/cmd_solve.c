@@ -18,6 +18,7 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/proc.h"
+#include "util/pool.h"
 
 static const char solve_usage[] =
 	"usage: cuda-agent solve [options] TASK --llm-url URL --model NAME\n"
@@ -154,97 +155,92 @@ struct batch {
 	const char *const *fwd; /* the options every child gets */
 	size_t nfwd;
 	char **keys, **dirs;
-	size_t n, next, done, skipped, failed;
+	size_t n, done, skipped, failed;
 	double t0, spent;
 	pthread_mutex_t lock;
 	FILE *results;
 };
 
-static void *batch_worker(void *arg)
+/* One task of the batch (an item of util/pool.h): `cuda-agent solve` in its own directory,
+ * skipped when it already has a result. */
+static void batch_item(void *ctx, size_t i)
 {
-	struct batch *b = arg;
-	for (;;) {
-		char ws[PATH_MAX], traj[PATH_MAX], res_path[PATH_MAX], dir[PATH_MAX];
-		const char *argv[BATCH_MAX_ARGS + 16];
-		struct ca_run_opts ro = {.stdout_cap = 64u << 20, .stderr_cap = 4096};
-		struct ca_run_result rr = {0};
-		struct ca_diag d = {{0}};
-		size_t i, a = 0;
+	struct batch *b = ctx;
+	char ws[PATH_MAX], traj[PATH_MAX], res_path[PATH_MAX], dir[PATH_MAX];
+	const char *argv[BATCH_MAX_ARGS + 16];
+	struct ca_run_opts ro = {.stdout_cap = 64u << 20, .stderr_cap = 4096};
+	struct ca_run_result rr = {0};
+	struct ca_diag d = {{0}};
+	size_t a = 0;
 
+	if (snprintf(dir, sizeof dir, "%s/%s", b->out, b->keys[i]) >= (int)sizeof dir ||
+	    snprintf(ws, sizeof ws, "%s/workspace", dir) >= (int)sizeof ws ||
+	    snprintf(traj, sizeof traj, "%s/trajectory.jsonl", dir) >= (int)sizeof traj ||
+	    snprintf(res_path, sizeof res_path, "%s/result.json", dir) >=
+		    (int)sizeof res_path)
+		return;
+	if (ca_is_file(res_path)) {
 		pthread_mutex_lock(&b->lock);
-		i = b->next++;
+		b->skipped++;
 		pthread_mutex_unlock(&b->lock);
-		if (i >= b->n)
-			return NULL;
-		if (snprintf(dir, sizeof dir, "%s/%s", b->out, b->keys[i]) >= (int)sizeof dir ||
-		    snprintf(ws, sizeof ws, "%s/workspace", dir) >= (int)sizeof ws ||
-		    snprintf(traj, sizeof traj, "%s/trajectory.jsonl", dir) >= (int)sizeof traj ||
-		    snprintf(res_path, sizeof res_path, "%s/result.json", dir) >=
-			    (int)sizeof res_path)
-			continue;
-		if (ca_is_file(res_path)) {
-			pthread_mutex_lock(&b->lock);
-			b->skipped++;
-			pthread_mutex_unlock(&b->lock);
-			continue;
-		}
-		double t0 = ca_now();
-		argv[a++] = b->self;
-		argv[a++] = "solve";
-		for (size_t k = 0; k < b->nfwd; k++)
-			argv[a++] = b->fwd[k];
-		argv[a++] = "--json";
-		argv[a++] = "-q";
-		argv[a++] = "--workspace";
-		argv[a++] = ws;
-		argv[a++] = "--trajectory";
-		argv[a++] = traj;
-		argv[a++] = b->dirs[i];
-		argv[a] = NULL;
-		int rc = ca_mkdirs(dir, 0755, &d);
-		if (!rc)
-			rc = ca_run(argv, &ro, &rr, &d);
-		double secs = ca_now() - t0;
-		json_t *result = rc == 0 && rr.out ? json_loads(rr.out, 0, NULL) : NULL;
-		pthread_mutex_lock(&b->lock);
-		b->done++;
-		b->spent += secs;
-		if (json_is_object(result)) {
-			char *line = json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(9));
-			if (line) {
-				(void)ca_write_file_atomic(res_path, line, strlen(line), &d);
-				fprintf(b->results, "%s\n", line);
-				fflush(b->results);
-			}
-			free(line);
-		} else {
-			b->failed++;
-		}
-		{
-			const char *code = json_string_value(
-				json_object_get(json_object_get(result, "reason"), "code"));
-			const json_t *reward = json_object_get(result, "reward");
-			char what[160];
-			if (!json_is_object(result))
-				snprintf(what, sizeof what, "no result (%.120s)",
-					 rr.err && rr.err[0] ? rr.err : d.msg);
-			else if (json_is_integer(reward))
-				snprintf(what, sizeof what, "reward %lld, %s",
-					 (long long)json_integer_value(reward), code ? code : "?");
-			else
-				snprintf(what, sizeof what, "no reward, %s", code ? code : "?");
-			for (char *p = what; *p; p++)
-				if (*p == '\n')
-					*p = ' ';
-			size_t left = b->n - b->done - b->skipped;
-			fprintf(stderr, "[%zu/%zu] %s: %s (%.0f s) | elapsed %.0f s, ETA %.0f s\n",
-				b->done + b->skipped, b->n, b->keys[i], what, secs, ca_now() - b->t0,
-				b->spent / (double)b->done * (double)left);
-		}
-		pthread_mutex_unlock(&b->lock);
-		json_decref(result);
-		ca_run_result_free(&rr);
+		return;
 	}
+	double t0 = ca_now();
+	argv[a++] = b->self;
+	argv[a++] = "solve";
+	for (size_t k = 0; k < b->nfwd; k++)
+		argv[a++] = b->fwd[k];
+	argv[a++] = "--json";
+	argv[a++] = "-q";
+	argv[a++] = "--workspace";
+	argv[a++] = ws;
+	argv[a++] = "--trajectory";
+	argv[a++] = traj;
+	argv[a++] = b->dirs[i];
+	argv[a] = NULL;
+	int rc = ca_mkdirs(dir, 0755, &d);
+	if (!rc)
+		rc = ca_run(argv, &ro, &rr, &d);
+	double secs = ca_now() - t0;
+	json_t *result = rc == 0 && rr.out ? json_loads(rr.out, 0, NULL) : NULL;
+	pthread_mutex_lock(&b->lock);
+	b->done++;
+	b->spent += secs;
+	if (json_is_object(result)) {
+		char *line = json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(9));
+		if (line) {
+			(void)ca_write_file_atomic(res_path, line, strlen(line), &d);
+			fprintf(b->results, "%s\n", line);
+			fflush(b->results);
+		}
+		free(line);
+	} else {
+		b->failed++;
+	}
+	{
+		const char *code = json_string_value(
+			json_object_get(json_object_get(result, "reason"), "code"));
+		const json_t *reward = json_object_get(result, "reward");
+		char what[160];
+		if (!json_is_object(result))
+			snprintf(what, sizeof what, "no result (%.120s)",
+				 rr.err && rr.err[0] ? rr.err : d.msg);
+		else if (json_is_integer(reward))
+			snprintf(what, sizeof what, "reward %lld, %s",
+				 (long long)json_integer_value(reward), code ? code : "?");
+		else
+			snprintf(what, sizeof what, "no reward, %s", code ? code : "?");
+		for (char *p = what; *p; p++)
+			if (*p == '\n')
+				*p = ' ';
+		size_t left = b->n - b->done - b->skipped;
+		fprintf(stderr, "[%zu/%zu] %s: %s (%.0f s) | elapsed %.0f s, ETA %.0f s\n",
+			b->done + b->skipped, b->n, b->keys[i], what, secs, ca_now() - b->t0,
+			b->spent / (double)b->done * (double)left);
+	}
+	pthread_mutex_unlock(&b->lock);
+	json_decref(result);
+	ca_run_result_free(&rr);
 }
 
 /* The options every child gets: the original ones minus the batch's own and the per-task
@@ -285,7 +281,6 @@ static int solve_batch(int argc, char **argv, const struct solve_args *a)
 	const char *fwd[BATCH_MAX_ARGS];
 	char self[PATH_MAX], results[PATH_MAX];
 	struct ca_diag d = {{0}};
-	pthread_t threads[256];
 	size_t nthreads;
 	ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
 	int rc;
@@ -330,14 +325,12 @@ static int solve_batch(int argc, char **argv, const struct solve_args *a)
 		nthreads = b.n;
 	fprintf(stderr, "solve: %zu tasks under %s, %zu at once, into %s\n", b.n, a->batch,
 		nthreads, b.out);
-	size_t started = 0;
-	for (; started < nthreads; started++)
-		if (pthread_create(&threads[started], NULL, batch_worker, &b) != 0)
-			break;
-	if (started == 0)
-		batch_worker(&b);
-	for (size_t t = 0; t < started; t++)
-		pthread_join(threads[t], NULL);
+	{
+		struct ca_pool pool;
+		if (ca_pool_start(&pool, b.n, (int)nthreads, batch_item, &b) == 0)
+			ca_pool_work(&pool); /* no thread: this one does them all */
+		ca_pool_join(&pool);
+	}
 	fclose(b.results);
 	pthread_mutex_destroy(&b.lock);
 	fprintf(stderr, "solve: %zu tasks: %zu solved now, %zu already done, %zu without a result, "

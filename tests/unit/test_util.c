@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "util/pool.h"
 #include "util/proc.h"
 #include "util/pylaunch.h"
 #include "util/str.h"
@@ -914,6 +916,58 @@ static void test_pythonpath(void **state)
 			 CA_ERR_LIMIT);
 }
 
+struct pool_probe {
+	pthread_mutex_t lock;
+	size_t ran, sum, stop_at;
+	struct ca_pool *pool;
+	unsigned char seen[1000];
+};
+
+static void pool_item(void *ctx, size_t i)
+{
+	struct pool_probe *p = ctx;
+	pthread_mutex_lock(&p->lock);
+	p->ran++;
+	p->sum += i;
+	p->seen[i]++;
+	pthread_mutex_unlock(&p->lock);
+	if (p->stop_at && i == p->stop_at)
+		ca_pool_stop(p->pool);
+}
+
+/* util/pool: every item once, the caller may work too, a stop ends the handing out. */
+static void test_pool(void **state)
+{
+	struct ca_pool pool;
+	struct pool_probe p;
+	(void)state;
+	memset(&p, 0, sizeof p);
+	pthread_mutex_init(&p.lock, NULL);
+	assert_int_equal(ca_pool_start(&pool, 1000, 4, pool_item, &p), 4);
+	ca_pool_work(&pool);
+	ca_pool_join(&pool);
+	assert_int_equal(p.ran, 1000);
+	assert_int_equal(p.sum, 999 * 1000 / 2);
+	for (size_t i = 0; i < 1000; i++)
+		assert_int_equal(p.seen[i], 1);
+
+	memset(&p, 0, sizeof p);
+	pthread_mutex_init(&p.lock, NULL);
+	p.stop_at = 10;
+	p.pool = &pool;
+	assert_int_equal(ca_pool_start(&pool, 1000, 0, pool_item, &p), 0); /* no thread */
+	ca_pool_work(&pool);
+	ca_pool_join(&pool);
+	assert_int_equal(p.ran, 11); /* 0..10, then nothing more is handed out */
+
+	memset(&p, 0, sizeof p);
+	pthread_mutex_init(&p.lock, NULL);
+	assert_int_equal(ca_pool_start(&pool, 0, 8, pool_item, &p), 0);
+	ca_pool_work(&pool);
+	ca_pool_join(&pool);
+	assert_int_equal(p.ran, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -939,6 +993,7 @@ int main(void)
 		cmocka_unit_test(test_str),
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_pythonpath),
+		cmocka_unit_test(test_pool),
 	};
 	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
