@@ -6,7 +6,7 @@
  * Started on CPUs of their own, the two processes' host costs differed by up to 22 us at
  * calibration and drifted apart by up to 20 us later (the scheduler moves them, cores differ in
  * frequency and idle depth), which pushed the bound below honest claims, and so let a lie pass.
- * On one CPU the calibrated offsets stayed within 3 us and the drift was never negative (H200,
+ * On one CPU the calibrated offsets stayed within 4 us and the drift was never negative (H200,
  * 2026-12-02). The candidate cannot move itself away (its seccomp filter refuses
  * sched_setaffinity).
  *

@@ -1,6 +1,8 @@
-/* run: one evaluation's state, shared by the supervisor's steps (eval.c: build, describe,
- * spawn, result; data.c: the slots and every call's data; verify.c: the verification trials;
- * timing.c: the timed loops of the candidate and the baselines).
+/* run: one evaluation's state, shared by the supervisor's steps (eval.c: the steps in order;
+ * build_step.c: the build; reference.c: the bridge and describe; spawn.c: the candidate's and the
+ * reference process; data.c: the slots and every call's data; verify.c: the verification
+ * trials; timing.c: the timed loops of the candidate and the baselines; result.c: timing result,
+ * reward, environment; run.c: the helpers below).
  *
  * Secrets: every seed below is drawn by the supervisor (getrandom) and never reaches the
  * candidate's process: the bridge makes the data from them into slots, and the candidate sees

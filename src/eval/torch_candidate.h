@@ -12,7 +12,7 @@
  *     the symbol check of every built module (build/torch_rules.h). A refused candidate comes
  *     back as a struct torch_refusal whose code is the result's reason.
  *
- * Nothing here starts the sandbox or the GPU runner: eval.c does, with what this returns. */
+ * Nothing here starts the sandbox or the GPU runner: eval/spawn.c does, with what this returns. */
 #ifndef CA_EVAL_TORCH_CANDIDATE_H
 #define CA_EVAL_TORCH_CANDIDATE_H
 

@@ -1,6 +1,6 @@
 /* protocol: the evaluation protocol's parameters (docs/protocol.md, docs/evaluation.md).
  *
- * Verification parameters plus the shared timing protocol (struct timing_protocol, eval/stats.h:
+ * Verification parameters plus the shared timing protocol (struct timing_protocol, protocol/stats.h:
  * one definition, one set of defaults and one range check, used by the supervisor and parsed by
  * the worker). The timing part is serialized into the worker's plan and the bridge's `time`
  * request so that candidates and baselines are timed the same way. CA_PROTOCOL_VERSION is part
