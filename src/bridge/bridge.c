@@ -21,7 +21,7 @@ const char *bridge_python(const char *configured)
 
 int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_diag *d)
 {
-	char *pp_env = NULL;
+	char pp_env[PYLAUNCH_ENV_MAX];
 	const char *python = bridge_python(opts ? opts->python : NULL);
 	const char *device = opts && opts->device ? opts->device : "auto";
 	int rc, pair[2];
@@ -31,18 +31,12 @@ int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_dia
 	b->child.to_child = b->child.from_child = -1; /* bridge_stop after a failure closes nothing */
 	b->next_id = 1;
 	b->fd_channel = -1;
-	if (!(pp_env = malloc(PYLAUNCH_ENV_MAX)))
-		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
-	rc = ca_pythonpath_env(pp_env, PYLAUNCH_ENV_MAX, NULL, PYTHONPATH_INHERIT, "the torch bridge",
+	rc = ca_pythonpath_env(pp_env, sizeof pp_env, NULL, PYTHONPATH_INHERIT, "the torch bridge",
 			       d);
-	if (rc) {
-		free(pp_env);
+	if (rc)
 		return rc;
-	}
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
-		free(pp_env);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
 		return ca_fail(d, CA_ERR_IO, "socketpair: %s", strerror(errno));
-	}
 	const char *env_add[] = {pp_env, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1",
 				 "CUDA_AGENT_FD_CHANNEL=3", NULL};
 	const char *argv[] = {python, "-m", "cuda_agent_bridge", "--device", device, NULL};
@@ -50,7 +44,6 @@ int bridge_start(struct bridge *b, const struct bridge_opts *opts, struct ca_dia
 	if (opts && opts->stderr_path)
 		ca_strlcpy(b->stderr_path, opts->stderr_path, sizeof b->stderr_path);
 	rc = ca_child_spawn(&b->child, argv, &ro, b->stderr_path[0] ? b->stderr_path : NULL, d);
-	free(pp_env);
 	close(pair[1]);
 	if (rc)
 		close(pair[0]);

@@ -3,7 +3,6 @@
  * the result; objects and verdicts cached (build_int.h). */
 #include "build/build_int.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

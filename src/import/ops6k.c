@@ -388,7 +388,7 @@ static int import_parquet(struct import_ctx *c, const char *file, struct ca_diag
 	const char *python = c->o->python ? c->o->python : getenv("CUDA_AGENT_PYTHON");
 	struct ca_child child = {.pid = -1, .to_child = -1, .from_child = -1};
 	struct ca_run_result how = {0};
-	char *pp_env = NULL;
+	char pp_env[PYLAUNCH_ENV_MAX];
 	bool spawned = false;
 	size_t index = 0;
 	int rc;
@@ -397,18 +397,12 @@ static int import_parquet(struct import_ctx *c, const char *file, struct ca_diag
 		python = "python3";
 	if (ca_path_join(errpath, sizeof errpath, c->staging, "rows.stderr"))
 		return ca_fail(d, CA_ERR_LIMIT, "path too long");
-	if (!(pp_env = malloc(PYLAUNCH_ENV_MAX)))
-		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
-	rc = ca_pythonpath_env(pp_env, PYLAUNCH_ENV_MAX, NULL, PYTHONPATH_INHERIT, "parquet", d);
-	if (rc) {
-		free(pp_env);
+	if ((rc = ca_pythonpath_env(pp_env, sizeof pp_env, NULL, PYTHONPATH_INHERIT, "parquet", d)))
 		return rc;
-	}
 	const char *env_add[] = {pp_env, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", NULL};
 	const char *argv[] = {python, "-m", "cuda_agent_bridge.rows", file, NULL};
 	struct ca_run_opts ro = {.env_add = env_add};
 	rc = ca_child_spawn(&child, argv, &ro, errpath, d);
-	free(pp_env);
 	if (rc) {
 		rc = ca_fail_prefix(d, CA_ERR_UNSUPPORTED, "parquet: cannot run %s", python);
 		goto out;

@@ -935,36 +935,36 @@ static void pool_item(void *ctx, size_t i)
 		ca_pool_stop(p->pool);
 }
 
+/* Runs n items on a pool of `threads` workers plus the caller; stop_at > 0 stops the pool at
+ * that item. Returns how many threads started; p holds what ran. */
+static size_t pool_run(struct pool_probe *p, size_t n, int threads, size_t stop_at)
+{
+	struct ca_pool pool;
+	size_t started;
+	memset(p, 0, sizeof *p);
+	pthread_mutex_init(&p->lock, NULL);
+	p->stop_at = stop_at;
+	p->pool = &pool;
+	started = ca_pool_start(&pool, n, threads, pool_item, p);
+	ca_pool_work(&pool);
+	ca_pool_join(&pool);
+	pthread_mutex_destroy(&p->lock);
+	return started;
+}
+
 /* util/pool: every item once, the caller may work too, a stop ends the handing out. */
 static void test_pool(void **state)
 {
-	struct ca_pool pool;
 	struct pool_probe p;
 	(void)state;
-	memset(&p, 0, sizeof p);
-	pthread_mutex_init(&p.lock, NULL);
-	assert_int_equal(ca_pool_start(&pool, 1000, 4, pool_item, &p), 4);
-	ca_pool_work(&pool);
-	ca_pool_join(&pool);
+	assert_int_equal(pool_run(&p, 1000, 4, 0), 4);
 	assert_int_equal(p.ran, 1000);
 	assert_int_equal(p.sum, 999 * 1000 / 2);
 	for (size_t i = 0; i < 1000; i++)
 		assert_int_equal(p.seen[i], 1);
-
-	memset(&p, 0, sizeof p);
-	pthread_mutex_init(&p.lock, NULL);
-	p.stop_at = 10;
-	p.pool = &pool;
-	assert_int_equal(ca_pool_start(&pool, 1000, 0, pool_item, &p), 0); /* no thread */
-	ca_pool_work(&pool);
-	ca_pool_join(&pool);
+	assert_int_equal(pool_run(&p, 1000, 0, 10), 0); /* no thread: the caller alone */
 	assert_int_equal(p.ran, 11); /* 0..10, then nothing more is handed out */
-
-	memset(&p, 0, sizeof p);
-	pthread_mutex_init(&p.lock, NULL);
-	assert_int_equal(ca_pool_start(&pool, 0, 8, pool_item, &p), 0);
-	ca_pool_work(&pool);
-	ca_pool_join(&pool);
+	assert_int_equal(pool_run(&p, 0, 8, 0), 0);
 	assert_int_equal(p.ran, 0);
 }
 
