@@ -249,6 +249,8 @@ static int open_cuda(struct device *dev, int ordinal, struct ca_diag *d)
 	dev->module = module;
 	if ((r = dev->drv->cuModuleGetFunction((CUfunction *)&dev->fn_empty, module,
 					       "ca_dev_empty")) ||
+	    (r = dev->drv->cuModuleGetFunction((CUfunction *)&dev->fn_hold, module,
+					       "ca_dev_hold")) ||
 	    (r = dev->drv->cuModuleGetFunction((CUfunction *)&dev->fn_checksum, module,
 					       "ca_dev_checksum")) ||
 	    (r = dev->drv->cuModuleGetFunction((CUfunction *)&dev->fn_flush, module,
@@ -526,6 +528,24 @@ int device_flush_l2(struct device *dev, struct ca_diag *d)
 	dev->flush_value++;
 	void *args[] = {&buf, &n, &dev->flush_value, &sink};
 	return launch(dev, dev->fn_flush, blocks_for(n), args, "flushing L2 (cuLaunchKernel)", d);
+}
+
+int device_hold(struct device *dev, double seconds, struct ca_diag *d)
+{
+	unsigned long long ns;
+	CUresult r;
+	int rc;
+	if (dev->kind != DEVICE_CUDA || !(seconds > 0))
+		return 0;
+	if (seconds > 0.1)
+		return ca_fail(d, CA_ERR_INVALID, "a hold of %.3f s (at most 0.1 s)", seconds);
+	if ((rc = make_current(dev, d)))
+		return rc;
+	ns = (unsigned long long)(seconds * 1e9);
+	void *args[] = {&ns};
+	r = dev->drv->cuLaunchKernel((CUfunction)dev->fn_hold, 1, 1, 1, 1, 1, 1, 0,
+				     (CUstream)dev->stream, args, NULL);
+	return r ? cu_fail(dev, d, r, "holding the GPU (cuLaunchKernel)") : 0;
 }
 
 int device_sync(struct device *dev, struct ca_diag *d)

@@ -68,7 +68,7 @@ struct device {
 	/* CUDA backend */
 	const struct cudrv *drv;
 	void *ctx, *stream, *module;        /* CUcontext, CUstream, CUmodule */
-	void *fn_empty, *fn_checksum, *fn_flush, *fn_perturb[4]; /* CUfunction: f64 f32 f16 bf16 */
+	void *fn_empty, *fn_hold, *fn_checksum, *fn_flush, *fn_perturb[4]; /* CUfunction: f64 f32 f16 bf16 */
 	uint64_t flush_buf, sum_buf;        /* CUdeviceptr */
 	uint64_t cpu_sum;                   /* the CPU backend's checksum accumulator */
 	size_t flush_bytes;
@@ -108,6 +108,9 @@ int device_checksum_add(struct device *dev, struct device_slot *s, size_t off, s
 int device_checksum_read(struct device *dev, uint64_t *sum, struct ca_diag *d);
 /* Enqueued: reads the whole flush buffer (no-op without one). */
 int device_flush_l2(struct device *dev, struct ca_diag *d);
+/* Enqueued, not waited for: a one-thread kernel that keeps the GPU busy for `seconds` by its
+ * global timer (at most 0.1 s). No-op on the CPU. */
+int device_hold(struct device *dev, double seconds, struct ca_diag *d);
 /* Waits for everything enqueued on the device's stream. */
 int device_sync(struct device *dev, struct ca_diag *d);
 /* An empty kernel launched and waited for; *seconds is how long that took by this process's

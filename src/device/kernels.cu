@@ -10,6 +10,18 @@
 
 extern "C" __global__ void ca_dev_empty(void) {}
 
+// Holds the GPU for `ns` nanoseconds by the global timer (one thread; the clock rate does not
+// matter): the supervisor's context has the GPU while a callee's process wakes up and launches
+// its call, which then starts when the hold ends (docs/protocol.md, "The hold").
+extern "C" __global__ void ca_dev_hold(unsigned long long ns)
+{
+	unsigned long long t0, t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do {
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	} while (t - t0 < ns);
+}
+
 // Moves a set from seed `from` to seed `to` (prep.h: each element at its value or half of it,
 // decided by the hash of ca_prep_key(i, layout)).
 extern "C" __global__ void ca_dev_perturb_f64(double *p, size_t n, uint64_t from, uint64_t to,

@@ -183,10 +183,41 @@ static int step_build_torch(struct run *r)
 	return finish_build(r);
 }
 
-int step_build(struct run *r)
+static void *build_thread_main(void *arg)
 {
-	struct build_opts bo = {0};
-	char root[PATH_MAX], include[PATH_MAX], kernels[PATH_MAX];
+	struct run *r = arg; /* only build_bg and build, until the join */
+	r->build_bg.rc = build_candidate(&r->build_bg.opts, &r->build, &r->build_bg.diag);
+	return NULL;
+}
+
+/* The native build's verdict into the result, once it ran (here or in the thread). */
+static int native_built(struct run *r, int rc, const struct ca_diag *d)
+{
+	if (rc) {
+		set_reason(r, "build.internal", "the build could not run: %s", d->msg);
+		json_object_set_new(r->result, "compiled", json_false());
+		return -1;
+	}
+	return finish_build(r);
+}
+
+int step_build_wait(struct run *r)
+{
+	struct run_build_thread *b = &r->build_bg;
+	if (!b->pending)
+		return 0;
+	b->pending = false;
+	pthread_join(b->thread, NULL);
+	/* The build comes first: its failure is the cause, whatever a later step found. */
+	if (b->rc || r->build.status != BUILD_OK)
+		json_object_del(r->result, "reason");
+	return native_built(r, b->rc, &b->diag);
+}
+
+int step_build(struct run *r, bool async)
+{
+	struct run_build_thread *b = &r->build_bg;
+	char root[PATH_MAX];
 	struct ca_diag d = {{0}};
 	enum candidate_format fmt = r->o->format;
 	int rc;
@@ -218,7 +249,7 @@ int step_build(struct run *r)
 	json_object_set_new(r->result, "rules", json_string(torch_profile_name(r->rules)));
 	if (r->format != CANDIDATE_NATIVE)
 		return step_build_torch(r);
-	if (ca_path_join(kernels, sizeof kernels, r->o->candidate_dir, "kernels")) {
+	if (ca_path_join(b->kernels, sizeof b->kernels, r->o->candidate_dir, "kernels")) {
 		set_reason(r, "candidate.missing", "candidate path too long");
 		return -1;
 	}
@@ -227,29 +258,26 @@ int step_build(struct run *r)
 			   r->o->candidate_dir);
 		return -1;
 	}
-	if (!ca_is_dir(kernels)) {
+	if (!ca_is_dir(b->kernels)) {
 		set_reason(r, "candidate.missing",
 			   "%s has no kernels/ directory (a native candidate keeps its CUDA sources "
 			   "in kernels/)", r->o->candidate_dir);
 		return -1;
 	}
 	rc = ca_install_root(root, sizeof root, &d);
-	if (rc || ca_format(include, sizeof include, "%s/build/include", root)) {
+	if (rc || ca_format(b->include, sizeof b->include, "%s/build/include", root)) {
 		set_reason(r, "internal", "%s", d.msg);
 		return -1;
 	}
-	bo.kernels_dir = kernels;
-	bo.arch = r->o->arch;
-	bo.include_dir = include;
-	bo.no_cache = r->o->no_build_cache;
-	ca_log_info("building %s", kernels);
-	rc = build_candidate(&bo, &r->build, &d);
-	if (rc) {
-		set_reason(r, "build.internal", "the build could not run: %s", d.msg);
-		json_object_set_new(r->result, "compiled", json_false());
-		return -1;
+	b->opts = (struct build_opts){.kernels_dir = b->kernels, .arch = r->o->arch,
+				      .include_dir = b->include, .no_cache = r->o->no_build_cache};
+	ca_log_info("building %s", b->kernels);
+	if (async && pthread_create(&b->thread, NULL, build_thread_main, r) == 0) {
+		b->started = b->pending = true;
+		return 0;
 	}
-	return finish_build(r);
+	rc = build_candidate(&b->opts, &r->build, &d);
+	return native_built(r, rc, &d);
 }
 
 /* The first half of a kernelbench build: the candidate file imported in the sandbox with

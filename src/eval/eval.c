@@ -43,8 +43,10 @@ static bool cpu_protocol(void)
 	return v && strcmp(v, "1") == 0;
 }
 
-/* The steps in order; each sets the reason when it fails, and the first failure ends them. */
-static void run_steps(struct run *r)
+/* The steps in order; each sets the reason when it fails, and the first failure ends them. A
+ * native build runs while the bridge describes the task and the processes start (step_start
+ * waits for it before the load); run_steps waits for it whatever happened. */
+static void run_steps_in_order(struct run *r)
 {
 	const struct eval_opts *o = r->o;
 	struct eval_session *s = r->s;
@@ -63,9 +65,11 @@ static void run_steps(struct run *r)
 				      task_precision_name(r->task.precision), "atol", r->task.atol,
 				      "rtol", r->task.rtol));
 	/* Import torch (seconds) while nvcc compiles. */
+	if (o->mode != EVAL_COMPILE)
+		step_claim_cpu(r);
 	if (o->mode != EVAL_COMPILE && eval_session_warm(s, &td))
 		ca_log_warn("torch bridge: %s", td.msg);
-	if (step_build(r))
+	if (step_build(r, o->mode != EVAL_COMPILE))
 		return;
 	if (o->mode == EVAL_COMPILE) {
 		json_object_set_new(r->result, "reason",
@@ -84,6 +88,8 @@ static void run_steps(struct run *r)
 		return;
 	if (strcmp(s->bridge.device, "cuda") != 0 &&
 	    !(cpu_protocol() && r->format != CANDIDATE_NATIVE)) {
+		if (step_build_wait(r))
+			return;
 		set_reason(r, "env.no_gpu",
 			   "no CUDA GPU here: the candidate compiled and passed the library checks "
 			   "and the task is valid; verification and timing need a GPU");
@@ -113,6 +119,12 @@ static void run_steps(struct run *r)
 						      : "correct; timed against eager and "
 							"torch.compile"));
 	}
+}
+
+static void run_steps(struct run *r)
+{
+	run_steps_in_order(r);
+	step_build_wait(r);
 }
 
 /* What every result gets, however far the steps went: trials, verdict, reward, environment,

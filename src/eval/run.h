@@ -14,6 +14,7 @@
 #define CA_EVAL_RUN_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -55,6 +56,19 @@ struct run_data {
 	size_t flush_bytes;
 };
 
+/* A native build running in a thread while the candidate's and the reference process start and
+ * calibrate (build_step.c: step_build with async, step_build_wait). Until the join only the
+ * thread touches it and the run's `build`. */
+struct run_build_thread {
+	pthread_t thread;
+	bool started; /* the build runs (or ran) in the thread: the library goes to lib/ */
+	bool pending; /* not joined yet */
+	int rc;
+	struct build_opts opts;
+	struct ca_diag diag;
+	char include[PATH_MAX], kernels[PATH_MAX];
+};
+
 struct run {
 	struct eval_session *s;
 	const struct eval_opts *o;
@@ -64,6 +78,7 @@ struct run {
 	struct task task;
 	bool task_loaded;
 	struct build_result build;
+	struct run_build_thread build_bg;
 	struct task_spec spec;
 	bool spec_loaded;
 	json_t *spec_json;
@@ -125,11 +140,18 @@ int runs_base(char *out, size_t size, struct ca_diag *d);
 /* The steps, in the order eval_run takes them (eval.c). Each sets the reason when it fails and
  * returns -1 then. */
 json_t *new_result(const struct eval_opts *o);            /* result.c */
-int step_build(struct run *r);                             /* build_step.c */
+/* build_step.c. With async a native candidate's build runs in a thread: step_build_wait joins
+ * it (0 when nothing is pending or it built; -1 with the build's reason, which replaces any a
+ * later step set: the build comes first). Every run calls step_build_wait before it concludes. */
+int step_build(struct run *r, bool async);
+int step_build_wait(struct run *r);
 int step_bridge_ready(struct run *r);                      /* reference.c */
 int step_describe(struct run *r);                          /* reference.c */
 void step_preload(struct run *r);                          /* result.c: baselines to measure? */
 int make_run_dirs(struct run *r);                          /* spawn.c */
+/* spawn.c: claims the CPU of the candidate's and the reference process before the build starts
+ * (on a GPU host, eval/cpu_claim.h), so that the compilers run elsewhere. */
+void step_claim_cpu(struct run *r);
 int step_start(struct run *r);                             /* spawn.c */
 void step_timing_result(struct run *r);                    /* result.c */
 void step_finish(struct run *r, bool quit);                /* spawn.c */

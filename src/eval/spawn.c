@@ -214,7 +214,7 @@ static int copy_build_outputs(struct run *r, struct ca_diag *d)
 	json_t *m;
 	ca_strlcpy(r->library, r->build.library, sizeof r->library);
 	if (r->format == CANDIDATE_NATIVE)
-		return r->sandboxed ? copy_built(r, r->build.library, "candidate.so", r->library,
+		return r->sandboxed || r->build_bg.started ? copy_built(r, r->build.library, "candidate.so", r->library,
 						 sizeof r->library, d)
 				    : 0;
 	if (r->format == CANDIDATE_WORKDIR)
@@ -311,18 +311,42 @@ static int twin_start(struct run *r, const char *worker, double limit)
 	return 0;
 }
 
+/* Claims the CPU (eval/cpu_claim.h); 0, or -1 with nothing claimed. */
+static int claim_cpu(struct run *r, enum cpu_pin want)
+{
+	char base[PATH_MAX], dir[PATH_MAX];
+	struct ca_diag d = {{0}};
+	if (runs_base(base, sizeof base, &d) || ca_format(dir, sizeof dir, "%s/cpu-claims", base) ||
+	    ca_mkdirs(base, 0700, &d) ||
+	    cpu_claim_take(&r->cpu, dir, want == CPU_PIN_FORCE ? 2 : CPU_CLAIM_MIN_CPUS)) {
+		cpu_claim_release(&r->cpu);
+		return -1;
+	}
+	return 0;
+}
+
+void step_claim_cpu(struct run *r)
+{
+	enum cpu_pin want = cpu_claim_wanted();
+	/* Before the device is open the GPU is known by its control node only; a claim made
+	 * without need is given back at the spawn (pin_begin). */
+	if (r->cpu.cpu >= 0 || want == CPU_PIN_OFF ||
+	    (want == CPU_PIN_AUTO && access("/dev/nvidiactl", F_OK) != 0))
+		return;
+	if (claim_cpu(r, want) == 0)
+		cpu_claim_leave(&r->cpu); /* this thread, and the build thread it starts, go elsewhere */
+}
+
 /* On a GPU the candidate's process and its reference process start on one CPU claimed for this
  * evaluation (eval/cpu_claim.h says why); the supervisor's thread leaves that CPU to them. */
 static void pin_begin(struct run *r, bool twin)
 {
-	char base[PATH_MAX], dir[PATH_MAX];
-	struct ca_diag d = {{0}};
 	enum cpu_pin want = cpu_claim_wanted();
-	if (want == CPU_PIN_OFF || (want == CPU_PIN_AUTO && !twin) ||
-	    runs_base(base, sizeof base, &d) || ca_format(dir, sizeof dir, "%s/cpu-claims", base) ||
-	    ca_mkdirs(base, 0700, &d) ||
-	    cpu_claim_take(&r->cpu, dir, want == CPU_PIN_FORCE ? 2 : CPU_CLAIM_MIN_CPUS) ||
-	    cpu_claim_pin_spawn(&r->cpu))
+	if (want == CPU_PIN_OFF || (want == CPU_PIN_AUTO && !twin)) {
+		cpu_claim_release(&r->cpu);
+		return;
+	}
+	if ((r->cpu.cpu >= 0 || claim_cpu(r, want) == 0) && cpu_claim_pin_spawn(&r->cpu))
 		cpu_claim_release(&r->cpu);
 }
 
@@ -399,7 +423,15 @@ int step_start(struct run *r)
 	json_t *plan, *ans = NULL;
 	int rc, nb = 0;
 
-	if (copy_build_outputs(r, &d)) {
+	if (r->build_bg.pending) {
+		/* The library's place, known before it is built (copy_build_outputs puts it there) */
+		if (ca_format(r->library, sizeof r->library, "%s/lib", r->dir) ||
+		    ca_mkdirs(r->library, 0755, &d) ||
+		    ca_format(r->library, sizeof r->library, "%s/lib/candidate.so", r->dir)) {
+			set_reason(r, "internal", "cannot make the run's lib/ directory: %s", d.msg);
+			return -1;
+		}
+	} else if (copy_build_outputs(r, &d)) {
 		set_reason(r, "internal", "cannot copy the built library into the run directory: %s",
 			   d.msg);
 		return -1;
@@ -494,12 +526,29 @@ int step_start(struct run *r)
 	cand_loop_init(r);
 	if (twin && twin_hello(r))
 		return -1;
-	if (cand_proc_hello(&r->proc, &f) || loop_calibrate(&r->loop, LOOP_CALIBRATION_RUNS, &f) ||
-	    cand_proc_command(&r->proc, WIRE_CMD_LOAD, NULL, &ans, &f)) {
+	if (cand_proc_hello(&r->proc, &f) || loop_calibrate(&r->loop, LOOP_CALIBRATION_RUNS, &f)) {
 		reason_from_fail(r, &f);
 		return -1;
 	}
 	note_seconds(r, "start", t0);
+	if (r->build_bg.pending) {
+		/* The processes started and calibrated while nvcc compiled; now the library. */
+		double tw = ca_now();
+		if (step_build_wait(r)) {
+			step_finish(r, true);
+			return -1;
+		}
+		note_seconds(r, "build_wait", tw);
+		if (copy_build_outputs(r, &d)) {
+			set_reason(r, "internal", "cannot copy the built library into the run "
+				   "directory: %s", d.msg);
+			return -1;
+		}
+	}
+	if (cand_proc_command(&r->proc, WIRE_CMD_LOAD, NULL, &ans, &f)) {
+		reason_from_fail(r, &f);
+		return -1;
+	}
 	return 0;
 }
 

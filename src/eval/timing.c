@@ -240,7 +240,8 @@ static int baseline_open(struct run *r, const char *mode, struct baseline_sessio
 	json_decref(ans);
 	s->b.r = r;
 	s->L.ops = (struct loop_ops){.ctx = &s->b, .prepare = bench_prepare, .send = bench_send,
-				     .wait = bench_wait, .trusted = true};
+				     .wait = bench_wait, .trusted = true,
+				     .hold_s = 1e-6 * r->o->protocol.timing.hold_python_us};
 	s->L.dev = &r->data.dev;
 	rc = loop_calibrate(&s->L, LOOP_CALIBRATION_RUNS, &f);
 	if (rc && strcmp(mode, "compile") == 0 && reason_class_of(f.code) != REASON_ENV) {

@@ -87,6 +87,9 @@ void cand_loop_init(struct run *r)
 	r->loop.ops.wait = cand_wait;
 	r->loop.ops.can_audit = r->format == CANDIDATE_NATIVE;
 	r->loop.ops.has_ref = r->twin_started;
+	r->loop.ops.hold_s = 1e-6 * (r->format == CANDIDATE_NATIVE
+					     ? r->o->protocol.timing.hold_us
+					     : r->o->protocol.timing.hold_python_us);
 	r->loop.dev = &r->data.dev;
 	callee.audit_phase = "verify";
 }

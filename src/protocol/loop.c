@@ -50,6 +50,10 @@ int loop_window(struct loop *L, int input, enum loop_send what, struct loop_wind
 	int rc;
 
 	memset(w, 0, sizeof *w);
+	/* The hold: the callee wakes and launches while the supervisor's context has the GPU
+	 * (contexts take turns), so its work starts when the hold ends, all of it queued. */
+	if (L->ops.hold_s > 0 && (rc = device_hold(L->dev, L->ops.hold_s, &d)))
+		return env_fail(f, rc, "holding the GPU before a call", &d);
 	t0 = ca_now();
 	if ((rc = L->ops.send(L->ops.ctx, input, what, f)) ||
 	    (rc = L->ops.wait(L->ops.ctx, &w->ev_ms, f)))

@@ -87,6 +87,9 @@ struct loop_ops {
 	/* The callee is trusted (the bridge timing a baseline): its claims decide, the outside
 	 * bound is only reported. */
 	bool trusted;
+	/* The hold at the start of every window (device_hold; 0: none): the same for the callee's
+	 * and the reference's windows of one loop. */
+	double hold_s;
 };
 
 struct loop_calibration {

@@ -61,7 +61,7 @@ void stats_running_free(struct stats_running *r);
 
 /* ---- the protocol object ---------------------------------------------------------------------- */
 
-#define TIMING_PROTOCOL_VERSION 3
+#define TIMING_PROTOCOL_VERSION 4
 #define TIMING_MAX_SAMPLES 100000
 #define TIMING_MAX_CHECKS 1000
 #define TIMING_MAX_WARMUP_CALLS 100000
@@ -72,6 +72,7 @@ void stats_running_free(struct stats_running *r);
 #define TIMING_MAX_SPOT_DENSITY 1000.0
 #define TIMING_MAX_TOL_ABS_US 1000.0
 #define TIMING_MAX_TOL_REL 0.5
+#define TIMING_MAX_HOLD_US 100000.0
 
 struct timing_protocol {
 	int version;
@@ -88,10 +89,18 @@ struct timing_protocol {
 	double spot_density; /* timed call i is checked with probability min(1, this / (i + 1)) */
 	double tol_abs_us;   /* claims may be below the outside bound by max(tol_abs_us, tol_rel *  */
 	double tol_rel;      /* outside) + 2 se (protocol/sample.h; docs/protocol.md "The sample") */
+	/* The hold (docs/protocol.md): the supervisor keeps the GPU busy this long at the start
+	 * of every window, so that the callee's wake-up and launches happen while it waits and its
+	 * events time the device work alone. hold_us for the native worker, hold_python_us for
+	 * Python callees (the PyTorch runner, the bridge's baselines): at least the host time from
+	 * the command to the call's last launch. */
+	double hold_us;
+	double hold_python_us;
 };
 
 /* The defaults of docs/protocol.md: 3 calls / 25 ms warm-up, 10..2000 samples, RSE 0.5%, 2 s,
- * flush 2x L2, perturbation 2^-10, 2 special checks, spot density 6, tolerance 3 us / 3%. */
+ * flush 2x L2, perturbation 0.5, 2 special checks, spot density 6, tolerance 3 us / 3%, holds
+ * of 100 us (native) and 400 us (Python). */
 void timing_protocol_defaults(struct timing_protocol *p);
 /* Parses the protocol object. Absent keys keep their defaults; unknown keys are ignored; present
  * keys must have the right type and lie in range (caps above, min_samples <= max_samples,

@@ -232,9 +232,9 @@ mkdir -p "$bl"
 run "baselines export of an empty table" 0 "$cli" baselines export --cache "$bl/a.sqlite"
 grep_err "empty export counted" "exported 0 baseline entries"
 cat >"$bl/in.jsonl" <<'JL'
-{"task_hash": "3b12b5ad3c7c237601b21b68f097cad7", "gpu_name": "NVIDIA H200", "torch_version": "2.11.0+cu130", "protocol_version": 3, "measured_at": 1764614400.5, "timing": {"eager": {"median_ms": 0.0122}, "compile": {"median_ms": 0.0984}}}
+{"task_hash": "3b12b5ad3c7c237601b21b68f097cad7", "gpu_name": "NVIDIA H200", "torch_version": "2.11.0+cu130", "protocol_version": 4, "measured_at": 1764614400.5, "timing": {"eager": {"median_ms": 0.0122}, "compile": {"median_ms": 0.0984}}}
 
-{"task_hash": "3b12b5ad3c7c237601b21b68f097cad7", "gpu_name": "NVIDIA H100", "torch_version": "2.11.0+cu130", "protocol_version": 3, "measured_at": 1764614400.5, "timing": {"eager": {"median_ms": 0.02}}}
+{"task_hash": "3b12b5ad3c7c237601b21b68f097cad7", "gpu_name": "NVIDIA H100", "torch_version": "2.11.0+cu130", "protocol_version": 4, "measured_at": 1764614400.5, "timing": {"eager": {"median_ms": 0.02}}}
 JL
 run "baselines import" 0 "$cli" baselines import --cache "$bl/a.sqlite" "$bl/in.jsonl"
 grep_err "import counted" "2 entries imported, 0 kept"
@@ -246,7 +246,7 @@ b = sorted((json.loads(l) for l in open(sys.argv[2]) if l.strip()), key=lambda r
 sys.exit(0 if a == b else 1)
 PY
 then ok "baselines round trip: the same entries"; else bad "baselines round trip" "$(cat "$bl/out.jsonl")"; fi
-printf '{"task_hash": "h", "gpu_name": "g", "torch_version": "t", "protocol_version": 3, "measured_at": 2e9, "timing": {}}\n{"task_hash": 7}\n' >"$bl/bad.jsonl"
+printf '{"task_hash": "h", "gpu_name": "g", "torch_version": "t", "protocol_version": 4, "measured_at": 2e9, "timing": {}}\n{"task_hash": 7}\n' >"$bl/bad.jsonl"
 run "baselines import of a bad file" 2 "$cli" baselines import --cache "$bl/b.sqlite" "$bl/bad.jsonl"
 grep_err "bad import names the line" "bad.jsonl:2: 'task_hash' must be a string"
 run "baselines: nothing of the bad file imported" 0 "$cli" baselines export --cache "$bl/b.sqlite"

@@ -1,0 +1,309 @@
+/* Unit tests for the supervisor's evaluation steps (src/eval/run.h) that run without a GPU or the
+ * torch bridge: the build step (in order and in a thread beside the later steps, and which
+ * reason wins when both fail), the CPU claim taken before the build, the first-reason rule, and
+ * the reward and environment steps on a result as the timing step leaves it.
+ *
+ * The steps that need the bridge or a candidate's process are tested elsewhere: the timed loop,
+ * the calibration and the candidate's process against a scripted peer in test_loop.c and
+ * test_worker.c, the verification and timing steps end to end on CPU torch in
+ * tests/integration/protocol_cpu.sh, the bridge's describe and reference in test_bridge.c and
+ * python/tests. nvcc builds are skipped (and say so) where nvcc is missing. */
+#define TEST_NAME "eval_steps"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "eval/run.h"
+#include "util/fs.h"
+#include "util/str.h"
+
+static char data_dir[PATH_MAX]; /* tests/data/build */
+static char tmp[PATH_MAX];
+static bool have_nvcc;
+
+static int setup(void **state)
+{
+	const char *b = getenv("CA_BUILD");
+	const char *nvcc = getenv("CA_TEST_NVCC");
+	char root[PATH_MAX], env[PATH_MAX + 16];
+	(void)state;
+	if (!b || !b[0] || ca_realpath(b, root, sizeof root, NULL)) {
+		fprintf(stderr, "test_eval_steps: set CA_BUILD (make test-unit does)\n");
+		return -1;
+	}
+	*strrchr(root, '/') = '\0'; /* the repository: build/include is the install's headers */
+	setenv("CUDA_AGENT_ROOT", root, 1);
+	if (ca_format(data_dir, sizeof data_dir, "%s/tests/data/build", root))
+		return -1;
+	snprintf(tmp, sizeof tmp, "/tmp/ca-test-eval-steps-XXXXXX");
+	if (!mkdtemp(tmp))
+		return -1;
+	snprintf(env, sizeof env, "%s/cache", tmp);
+	setenv("CUDA_AGENT_CACHE", env, 1);
+	snprintf(env, sizeof env, "%s/runs", tmp);
+	setenv("CUDA_AGENT_RUNS", env, 1);
+	have_nvcc = nvcc && nvcc[0] && access(nvcc, X_OK) == 0;
+	if (have_nvcc)
+		setenv("NVCC", nvcc, 1);
+	else
+		fprintf(stderr, "test_eval_steps: nvcc not found (CA_TEST_NVCC): builds skipped\n");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	ca_remove_tree(tmp, NULL);
+	return 0;
+}
+
+struct fixture {
+	struct eval_opts o;
+	struct eval_session s;
+	struct run r;
+	char cand[PATH_MAX];
+};
+
+static void fixture_init(struct fixture *f, const char *candidate)
+{
+	memset(f, 0, sizeof *f);
+	eval_opts_defaults(&f->o);
+	assert_int_equal(ca_format(f->cand, sizeof f->cand, "%s/%s", data_dir, candidate), 0);
+	f->o.candidate_dir = f->cand;
+	f->o.task_dir = "/nonexistent-task";
+	f->o.mode = EVAL_FULL;
+	f->o.arch = "sm_90";
+	f->o.no_build_cache = true;
+	f->r.o = &f->o;
+	f->r.s = &f->s;
+	f->r.result = new_result(&f->o);
+	f->r.seconds = json_object();
+	cpu_claim_init(&f->r.cpu);
+}
+
+static void fixture_free(struct fixture *f)
+{
+	step_build_wait(&f->r);
+	cpu_claim_release(&f->r.cpu);
+	json_decref(f->r.result);
+	json_decref(f->r.seconds);
+	json_decref(f->r.env_gpu);
+}
+
+static const char *result_str(const struct fixture *f, const char *key)
+{
+	return json_string_value(json_object_get(f->r.result, key));
+}
+
+/* The same build, in order and in the thread: the same verdict, the same hash, in the result
+ * the same way. */
+static void test_build_async_matches_sync(void **state)
+{
+	struct fixture a, b;
+	(void)state;
+	if (!have_nvcc)
+		skip();
+	fixture_init(&a, "axpy");
+	fixture_init(&b, "axpy");
+	assert_int_equal(step_build(&a.r, false), 0);
+	assert_false(a.r.build_bg.pending);
+	assert_int_equal(step_build(&b.r, true), 0);
+	assert_true(b.r.build_bg.pending);
+	assert_null(json_object_get(b.r.result, "build")); /* nothing in the result until the join */
+	assert_int_equal(step_build_wait(&b.r), 0);
+	assert_false(b.r.build_bg.pending);
+	assert_true(b.r.build_bg.started); /* the library goes to the run's lib/ */
+	assert_int_equal(step_build_wait(&b.r), 0); /* twice is fine */
+	assert_true(json_is_true(json_object_get(a.r.result, "compiled")));
+	assert_true(json_is_true(json_object_get(b.r.result, "compiled")));
+	assert_string_equal(a.r.build.hash, b.r.build.hash);
+	assert_int_equal(a.r.build.status, BUILD_OK);
+	assert_int_equal(b.r.build.status, BUILD_OK);
+	assert_non_null(json_object_get(b.r.seconds, "build"));
+	assert_string_equal(reason_code(&b.r), "ok");
+	fixture_free(&a);
+	fixture_free(&b);
+}
+
+/* A build that fails while a later step (the bridge, the spawn) failed too: the build's reason
+ * is the cause and replaces the later one, as when the steps ran one after another. */
+static void test_build_failure_wins(void **state)
+{
+	struct fixture f;
+	(void)state;
+	if (!have_nvcc)
+		skip();
+	fixture_init(&f, "bad_syntax");
+	assert_int_equal(step_build(&f.r, true), 0);
+	set_reason(&f.r, "env.bridge", "the bridge died while nvcc ran");
+	assert_string_equal(reason_code(&f.r), "env.bridge");
+	assert_int_equal(step_build_wait(&f.r), -1);
+	assert_string_equal(reason_code(&f.r), "build.error");
+	assert_true(json_is_false(json_object_get(f.r.result, "compiled")));
+	fixture_free(&f);
+
+	/* A build that succeeds leaves the later step's reason alone. */
+	fixture_init(&f, "axpy");
+	assert_int_equal(step_build(&f.r, true), 0);
+	set_reason(&f.r, "env.bridge", "the bridge died while nvcc ran");
+	assert_int_equal(step_build_wait(&f.r), 0);
+	assert_string_equal(reason_code(&f.r), "env.bridge");
+	fixture_free(&f);
+}
+
+/* What the build step refuses before anything compiles, with no thread started. */
+static void test_build_refusals(void **state)
+{
+	struct fixture f;
+	char msg[512];
+	(void)state;
+	fixture_init(&f, "no-such-candidate");
+	assert_int_equal(step_build(&f.r, true), -1);
+	assert_false(f.r.build_bg.pending);
+	assert_string_equal(reason_code(&f.r), "candidate.missing");
+	snprintf(msg, sizeof msg, "%s",
+		 json_string_value(json_object_get(json_object_get(f.r.result, "reason"), "message")));
+	assert_non_null(strstr(msg, "does not exist"));
+	fixture_free(&f);
+
+	fixture_init(&f, "axpy/kernels"); /* a directory without kernels/ */
+	assert_int_equal(step_build(&f.r, true), -1);
+	assert_string_equal(reason_code(&f.r), "candidate.missing");
+	assert_false(f.r.build_bg.pending);
+	fixture_free(&f);
+
+	fixture_init(&f, "axpy");
+	f.o.rules = TORCH_PROFILE_KERNELBENCH; /* native candidates are judged under cuda-agent */
+	assert_int_equal(step_build(&f.r, true), -1);
+	assert_string_equal(reason_code(&f.r), "candidate.missing");
+	assert_string_equal(result_str(&f, "rules"), "cuda-agent");
+	fixture_free(&f);
+}
+
+/* The CPU of the two processes is claimed before the build starts, and this thread (with the
+ * build thread and the compilers it starts) leaves it; a second evaluation takes another. */
+static void test_claim_cpu_before_build(void **state)
+{
+	struct fixture a, b;
+	cpu_set_t before, during;
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof before, &before), 0);
+	if (CPU_COUNT(&before) < 2)
+		skip(); /* a claim leaves this thread at least one CPU */
+	setenv("CUDA_AGENT_PIN_PROCESSES", "0", 1);
+	fixture_init(&a, "axpy");
+	step_claim_cpu(&a.r);
+	assert_int_equal(a.r.cpu.cpu, -1);
+	fixture_free(&a);
+
+	setenv("CUDA_AGENT_PIN_PROCESSES", "1", 1);
+	fixture_init(&a, "axpy");
+	fixture_init(&b, "axpy");
+	step_claim_cpu(&a.r);
+	assert_true(a.r.cpu.cpu >= 0);
+	assert_true(a.r.cpu.lock_fd >= 0);
+	assert_int_equal(sched_getaffinity(0, sizeof during, &during), 0);
+	assert_false(CPU_ISSET((size_t)a.r.cpu.cpu, &during));
+	assert_int_equal(CPU_COUNT(&during), CPU_COUNT(&before) - 1);
+	step_claim_cpu(&a.r); /* claimed once */
+	assert_int_equal(sched_getaffinity(0, sizeof during, &during), 0);
+	assert_int_equal(CPU_COUNT(&during), CPU_COUNT(&before) - 1);
+	if (CPU_COUNT(&before) >= 3) { /* another evaluation, from this thread's remaining CPUs */
+		step_claim_cpu(&b.r);
+		assert_true(b.r.cpu.cpu >= 0);
+		assert_int_not_equal(a.r.cpu.cpu, b.r.cpu.cpu);
+		cpu_claim_release(&b.r.cpu);
+	}
+	cpu_claim_release(&a.r.cpu);
+	assert_int_equal(sched_getaffinity(0, sizeof during, &during), 0);
+	assert_true(CPU_EQUAL(&before, &during));
+	fixture_free(&b);
+	fixture_free(&a);
+	unsetenv("CUDA_AGENT_PIN_PROCESSES");
+}
+
+/* The first reason is the cause; later ones are its consequences. */
+static void test_first_reason_kept(void **state)
+{
+	struct fixture f;
+	(void)state;
+	fixture_init(&f, "axpy");
+	assert_string_equal(reason_code(&f.r), "ok");
+	set_reason(&f.r, "verify.mismatch", "trial %d", 2);
+	set_reason(&f.r, "fault.crash", "later");
+	assert_string_equal(reason_code(&f.r), "verify.mismatch");
+	fixture_free(&f);
+}
+
+static json_t *timing_of(double cand, double eager, double compile)
+{
+	return json_pack("{s:{s:f}, s:{s:f}, s:{s:f}}", "candidate", "median_ms", cand, "eager",
+			 "median_ms", eager, "compile", "median_ms", compile);
+}
+
+/* The reward step on results as the earlier steps leave them. */
+static void test_reward_and_env(void **state)
+{
+	struct fixture f;
+	(void)state;
+	fixture_init(&f, "axpy");
+	json_object_set_new(f.r.result, "compiled", json_true());
+	json_object_set_new(f.r.result, "correct", json_true());
+	json_object_set_new(f.r.result, "timing", timing_of(0.5, 1.0, 2.0));
+	step_reward(&f.r);
+	assert_int_equal(json_integer_value(json_object_get(f.r.result, "reward")), 3);
+	assert_true(json_real_value(json_object_get(json_object_get(f.r.result, "timing"),
+						    "speedup_eager")) > 1.99);
+	fixture_free(&f);
+
+	fixture_init(&f, "axpy"); /* slower than both baselines, correct */
+	json_object_set_new(f.r.result, "compiled", json_true());
+	json_object_set_new(f.r.result, "correct", json_true());
+	json_object_set_new(f.r.result, "timing", timing_of(3.0, 1.0, 2.0));
+	step_reward(&f.r);
+	assert_int_equal(json_integer_value(json_object_get(f.r.result, "reward")), 1);
+	fixture_free(&f);
+
+	fixture_init(&f, "axpy"); /* a wrong candidate */
+	set_reason(&f.r, "verify.mismatch", "trial 0");
+	json_object_set_new(f.r.result, "compiled", json_true());
+	json_object_set_new(f.r.result, "correct", json_false());
+	step_reward(&f.r);
+	assert_int_equal(json_integer_value(json_object_get(f.r.result, "reward")), -1);
+	fixture_free(&f);
+
+	fixture_init(&f, "axpy"); /* the environment's failure: no reward at all */
+	set_reason(&f.r, "env.no_gpu", "no GPU");
+	step_reward(&f.r);
+	assert_true(json_is_null(json_object_get(f.r.result, "reward")));
+	assert_non_null(strstr(result_str(&f, "reward_explanation"), "env.no_gpu"));
+	f.r.cpu.cpu = 7; /* as a claim leaves it */
+	step_env(&f.r);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(f.r.result, "env"),
+							    "pinned_cpu")),
+			 7);
+	f.r.cpu.cpu = -1;
+	fixture_free(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_build_async_matches_sync),
+		cmocka_unit_test(test_build_failure_wins),
+		cmocka_unit_test(test_build_refusals),
+		cmocka_unit_test(test_claim_cpu_before_build),
+		cmocka_unit_test(test_first_reason_kept),
+		cmocka_unit_test(test_reward_and_env),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
