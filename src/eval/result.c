@@ -1,6 +1,7 @@
 /* result: the timing result, the reward and the environment of an evaluation's result JSON
  * (eval/run.h), and the cached baselines they use. */
 #include "eval/run.h"
+#include "util/clock.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -103,8 +104,11 @@ void step_timing_result(struct run *r)
 										   "error")));
 	json_object_set_new(timing, "baselines_cached", json_boolean(cached));
 	json_decref(baselines);
-	if (r->proc_started && !r->proc.dead && strcmp(reason_code(r), "ok") == 0)
+	if (r->proc_started && !r->proc.dead && strcmp(reason_code(r), "ok") == 0) {
+		double t0 = ca_now();
 		(void)step_decide(r, timing); /* a failure sets the reason */
+		note_seconds(r, "decide", t0);
+	}
 }
 
 /* A baseline's time for the reward: its median, or, where it was re-timed interleaved with the

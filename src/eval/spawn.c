@@ -545,10 +545,12 @@ int step_start(struct run *r)
 			return -1;
 		}
 	}
+	double tl = ca_now();
 	if (cand_proc_command(&r->proc, WIRE_CMD_LOAD, NULL, &ans, &f)) {
 		reason_from_fail(r, &f);
 		return -1;
 	}
+	note_seconds(r, "load", tl);
 	return 0;
 }
 

@@ -3,11 +3,13 @@
  * reason wins when both fail), the CPU claim taken before the build, the first-reason rule, and
  * the reward and environment steps on a result as the timing step leaves it.
  *
- * The steps that need the bridge or a candidate's process are tested elsewhere: the timed loop,
- * the calibration and the candidate's process against a scripted peer in test_loop.c and
- * test_worker.c, the verification and timing steps end to end on CPU torch in
- * tests/integration/protocol_cpu.sh, the bridge's describe and reference in test_bridge.c and
- * python/tests. nvcc builds are skipped (and say so) where nvcc is missing. */
+ * The bridge's steps (waiting for it, describe) run against a scripted bridge: a shell script in
+ * place of Python that speaks docs/protocol.md's JSON lines with canned answers, as
+ * test_bridge.c's do. The steps that need a candidate's process are tested elsewhere: the timed
+ * loop, the calibration and the candidate's process against a scripted peer in test_loop.c and
+ * test_worker.c (the worker's side), the verification and timing steps end to end on CPU torch
+ * in tests/integration/protocol_cpu.sh. nvcc builds are skipped (and say so) where nvcc is
+ * missing. */
 #define TEST_NAME "eval_steps"
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +19,7 @@
 #include <cmocka.h>
 
 #include <sched.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,7 @@
 #include "util/str.h"
 
 static char data_dir[PATH_MAX]; /* tests/data/build */
+static char task_dir[PATH_MAX]; /* tests/data/candidates/tiny_task */
 static char tmp[PATH_MAX];
 static bool have_nvcc;
 
@@ -42,7 +46,8 @@ static int setup(void **state)
 	}
 	*strrchr(root, '/') = '\0'; /* the repository: build/include is the install's headers */
 	setenv("CUDA_AGENT_ROOT", root, 1);
-	if (ca_format(data_dir, sizeof data_dir, "%s/tests/data/build", root))
+	if (ca_format(data_dir, sizeof data_dir, "%s/tests/data/build", root) ||
+	    ca_format(task_dir, sizeof task_dir, "%s/tests/data/candidates/tiny_task", root))
 		return -1;
 	snprintf(tmp, sizeof tmp, "/tmp/ca-test-eval-steps-XXXXXX");
 	if (!mkdtemp(tmp))
@@ -93,6 +98,12 @@ static void fixture_init(struct fixture *f, const char *candidate)
 static void fixture_free(struct fixture *f)
 {
 	step_build_wait(&f->r);
+	eval_session_close(&f->s);
+	if (f->r.task_loaded)
+		task_free(&f->r.task);
+	if (f->r.spec_loaded)
+		task_spec_free(&f->r.spec);
+	json_decref(f->r.spec_json);
 	cpu_claim_release(&f->r.cpu);
 	json_decref(f->r.result);
 	json_decref(f->r.seconds);
@@ -295,6 +306,99 @@ static void test_reward_and_env(void **state)
 	fixture_free(&f);
 }
 
+/* ---- the bridge's steps, against a scripted bridge --------------------------------------------- */
+
+/* The scripted bridge: `ready`, then one canned answer per describe (by $FAKE_DESCRIBE: ok,
+ * degenerate, bad_spec, forward_raised); `die` exits before it is ready. */
+static const char fake_bridge[] =
+	"#!/bin/sh\n"
+	"[ \"$FAKE_DESCRIBE\" = die ] && { echo 'ImportError: no torch here' >&2; exit 1; }\n"
+	"printf '%s\\n' '{\"event\": \"ready\", \"torch\": \"2.11.0\", \"python\": \"3.12.3\", "
+	"\"device\": \"cpu\"}'\n"
+	"spec='\"args\": [{\"dtype\": \"float32\", \"shape\": [4]}], \"params\": [], "
+	"\"outputs\": [{\"dtype\": \"float32\", \"shape\": [4]}]'\n"
+	"while IFS= read -r line; do\n"
+	"  id=$(printf '%s\\n' \"$line\" | sed -n 's/.*\"id\":\\([0-9][0-9]*\\).*/\\1/p')\n"
+	"  case \"$FAKE_DESCRIBE:$line\" in\n"
+	"  *'\"op\":\"shutdown\"'*) printf '{\"id\":%s,\"ok\":true,\"result\":{}}\\n' \"$id\"; "
+	"exit 0;;\n"
+	"  ok:*) printf '{\"id\":%s,\"ok\":true,\"result\":{%s}}\\n' \"$id\" \"$spec\";;\n"
+	"  degenerate:*) printf '{\"id\":%s,\"ok\":true,\"result\":{%s, \"degenerate\": "
+	"{\"kind\": \"zeros\", \"message\": \"zeros pass\"}}}\\n' \"$id\" \"$spec\";;\n"
+	"  bad_spec:*) printf '{\"id\":%s,\"ok\":true,\"result\":{\"outputs\": []}}\\n' \"$id\";;\n"
+	"  forward_raised:*) printf '{\"id\":%s,\"ok\":false,\"error\":{\"code\": "
+	"\"task.forward_raised\", \"message\": \"forward() raised at model.py:7\"}}\\n' \"$id\";;\n"
+	"  esac\n"
+	"done\n";
+
+static void bridge_fixture(struct fixture *f, char *script, size_t size, const char *mode)
+{
+	struct ca_diag d = {{0}};
+	fixture_init(f, "axpy");
+	assert_int_equal(ca_format(script, size, "%s/fake-python", tmp), 0);
+	if (!ca_is_file(script)) {
+		assert_int_equal(ca_write_file_atomic(script, fake_bridge, strlen(fake_bridge), &d), 0);
+		assert_int_equal(chmod(script, 0755), 0);
+	}
+	setenv("FAKE_DESCRIBE", mode, 1);
+	eval_session_init(&f->s, script, "cpu");
+	assert_int_equal(task_load(&f->r.task, task_dir, &d), 0);
+	f->r.task_loaded = true;
+}
+
+static void test_bridge_and_describe(void **state)
+{
+	struct fixture f;
+	char script[PATH_MAX];
+	json_t *task;
+	(void)state;
+
+	bridge_fixture(&f, script, sizeof script, "ok");
+	assert_int_equal(step_bridge_ready(&f.r), 0);
+	assert_true(f.s.bridge.ready);
+	assert_string_equal(f.s.bridge.device, "cpu");
+	assert_int_equal(step_describe(&f.r), 0);
+	assert_true(f.r.spec_loaded);
+	assert_int_equal(f.r.spec.num_args, 1);
+	assert_non_null(json_object_get(f.r.result, "spec"));
+	assert_non_null(json_object_get(f.r.seconds, "describe"));
+	assert_string_equal(reason_code(&f.r), "ok");
+	fixture_free(&f);
+
+	/* A degenerate task is said in the result, not refused. */
+	bridge_fixture(&f, script, sizeof script, "degenerate");
+	json_object_set_new(f.r.result, "task", json_object());
+	assert_int_equal(step_bridge_ready(&f.r), 0);
+	assert_int_equal(step_describe(&f.r), 0);
+	task = json_object_get(f.r.result, "task");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(task, "degenerate"),
+								  "kind")),
+			    "zeros");
+	assert_string_equal(reason_code(&f.r), "ok");
+	fixture_free(&f);
+
+	/* A spec the supervisor cannot use, and a task whose forward raises: the task's reasons. */
+	bridge_fixture(&f, script, sizeof script, "bad_spec");
+	assert_int_equal(step_bridge_ready(&f.r), 0);
+	assert_int_equal(step_describe(&f.r), -1);
+	assert_string_equal(reason_code(&f.r), "task.unsupported");
+	assert_false(f.r.spec_loaded);
+	fixture_free(&f);
+
+	bridge_fixture(&f, script, sizeof script, "forward_raised");
+	assert_int_equal(step_bridge_ready(&f.r), 0);
+	assert_int_equal(step_describe(&f.r), -1);
+	assert_string_equal(reason_code(&f.r), "task.forward_raised");
+	fixture_free(&f);
+
+	/* A bridge that cannot start is the environment's failure. */
+	bridge_fixture(&f, script, sizeof script, "die");
+	assert_int_equal(step_bridge_ready(&f.r), -1);
+	assert_string_equal(reason_code(&f.r), "env.bridge");
+	fixture_free(&f);
+	unsetenv("FAKE_DESCRIBE");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -304,6 +408,7 @@ int main(void)
 		cmocka_unit_test(test_claim_cpu_before_build),
 		cmocka_unit_test(test_first_reason_kept),
 		cmocka_unit_test(test_reward_and_env),
+		cmocka_unit_test(test_bridge_and_describe),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
