@@ -38,6 +38,7 @@ static const char main_usage[] =
 	"                                model.py, a kernels/ template\n"
 	"  report RESULTS.jsonl...       the benchmark report (table, --html FILE)\n"
 	"  baselines export|import       the baseline table as JSON lines, shared by a fleet\n"
+	"  serve [--listen ADDR:PORT]    the evaluation service over HTTP (docs/service.md)\n"
 	"  version                       print versions\n"
 	"\n"
 	"Run 'cuda-agent <command> --help' for a command's options.\n"
@@ -383,6 +384,10 @@ int main(int argc, char **argv)
 		return cmd_workspace_tool(argc - 1, argv + 1);
 	if (strcmp(argv[1], "baselines") == 0)
 		return cmd_baselines(argc - 1, argv + 1);
+	if (strcmp(argv[1], "serve") == 0)
+		return cmd_serve(argc - 1, argv + 1);
+	if (strcmp(argv[1], "serve-worker") == 0)
+		return cmd_serve_worker(argc - 1, argv + 1);
 	fprintf(stderr, "cuda-agent: unknown command '%s'\n%s", argv[1], main_usage);
 	return EXIT_USAGE;
 }

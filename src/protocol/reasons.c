@@ -38,6 +38,8 @@ static const struct reason table[] = {
 	{"env.gpu_memory", E, false, "the bridge could not allocate the slots"},
 	{"env.install", E, false, "the installation is incomplete"},
 	{"env.io", E, false, "files cannot be created or written"},
+	{"env.deadline", E, false, "the service's request deadline passed"},
+	{"env.worker_died", E, false, "the service's evaluation worker died twice"},
 	{"candidate.load_failed", C, true, "the PyTorch-format file does not import"},
 	{"candidate.init_failed", C, true, "ModelNew(...) raised"},
 	{"candidate.params_mismatch", C, true, "the parameters do not line up with Model's"},

@@ -1,0 +1,131 @@
+/* cuda-agent serve: the evaluation service (src/serve/serve.h, docs/service.md); and
+ * `cuda-agent serve-worker`, its worker process (started by serve, not by hand).
+ *
+ * Exit codes (docs/cli.md): 0 stopped by SIGINT/SIGTERM after the queued jobs; 2 usage; 4 the
+ * address cannot be bound or the state directory cannot be made. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "serve/serve.h"
+#include "serve/workers.h"
+#include "util/log.h"
+
+static const char usage[] = "usage: cuda-agent serve [options]\n";
+
+static const char help[] =
+	"\n"
+	"Runs the evaluation service on one machine (docs/service.md): POST /v1/evaluate takes a\n"
+	"task (a store id or hash, or its files) and a candidate's files and answers the result\n"
+	"JSON; GET /v1/health, GET /metrics (Prometheus), GET /v1/openapi.json. Jobs wait in a\n"
+	"bounded queue (full: 429 with Retry-After) and run in worker processes, one evaluation at\n"
+	"a time each; a worker that dies is replaced and its job retried once. A request sent again\n"
+	"with the same idempotency key gets the same answer. SIGINT or SIGTERM stops taking\n"
+	"requests, finishes the queued jobs, and exits. With $CUDA_AGENT_SERVE_TOKEN set, every\n"
+	"endpoint but /v1/health wants `Authorization: Bearer <token>`.\n"
+	"\n"
+	"options:\n"
+	"  --listen ADDR:PORT  where to listen (default 127.0.0.1:8040; port 0 picks a free one)\n"
+	"  --port-file FILE    write the bound port to FILE once listening\n"
+	"  --workers N         worker processes (default 2; each runs one evaluation at a time)\n"
+	"  --gpus LIST         one worker per GPU index in LIST (e.g. 0,1,2,3), each given only\n"
+	"                      its GPU (CUDA_VISIBLE_DEVICES); replaces --workers\n"
+	"  --max-queue N       jobs waiting at most (default 1024)\n"
+	"  --state DIR         job directories and worker logs (default <cache>/serve)\n"
+	"  --tasks DIR         the task store that task ids and hashes name (see 'tasks --help')\n"
+	"  --python PATH       the torch bridge's Python ($CUDA_AGENT_PYTHON, else python3)\n"
+	"  --device D          where the bridge runs the reference: auto (default), cuda, cpu\n"
+	"  -q, --quiet         no log lines\n"
+	"  -h, --help          this help\n";
+
+static int positive(const char *opt, const char *v, long max, long *out)
+{
+	char *end;
+	long n = strtol(v, &end, 10);
+	if (*end || n < 1 || n > max) {
+		fprintf(stderr, "cuda-agent serve: %s wants a number from 1 to %ld\n", opt, max);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+	enum { O_LISTEN = 256, O_PORT_FILE, O_WORKERS, O_GPUS, O_MAX_QUEUE, O_STATE, O_TASKS,
+	       O_PYTHON, O_DEVICE };
+	static const struct option longopts[] = {
+		{"listen", required_argument, NULL, O_LISTEN},
+		{"port-file", required_argument, NULL, O_PORT_FILE},
+		{"workers", required_argument, NULL, O_WORKERS},
+		{"gpus", required_argument, NULL, O_GPUS},
+		{"max-queue", required_argument, NULL, O_MAX_QUEUE},
+		{"state", required_argument, NULL, O_STATE},
+		{"tasks", required_argument, NULL, O_TASKS},
+		{"python", required_argument, NULL, O_PYTHON},
+		{"device", required_argument, NULL, O_DEVICE},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct serve_opts o;
+	struct ca_diag d = {{0}};
+	long n;
+	int ch, rc;
+
+	serve_opts_defaults(&o);
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case O_LISTEN: o.listen = optarg; break;
+		case O_PORT_FILE: o.port_file = optarg; break;
+		case O_WORKERS:
+			if (positive("--workers", optarg, SERVE_MAX_WORKERS, &n))
+				return EXIT_USAGE;
+			o.workers = (int)n;
+			break;
+		case O_GPUS: o.gpus = optarg; break;
+		case O_MAX_QUEUE:
+			if (positive("--max-queue", optarg, 1000000, &n))
+				return EXIT_USAGE;
+			o.max_queue = (size_t)n;
+			break;
+		case O_STATE: o.state_dir = optarg; break;
+		case O_TASKS: o.tasks = optarg; break;
+		case O_PYTHON: o.python = optarg; break;
+		case O_DEVICE:
+			if (strcmp(optarg, "auto") && strcmp(optarg, "cuda") && strcmp(optarg, "cpu")) {
+				fprintf(stderr, "cuda-agent serve: --device is auto, cuda or cpu\n");
+				return EXIT_USAGE;
+			}
+			o.device = optarg;
+			break;
+		case 'q': ca_log_set_level(CA_LOG_QUIET); break;
+		case 'h': printf("%s%s", usage, help); return EXIT_OK;
+		default: fprintf(stderr, "%sTry 'cuda-agent serve --help'.\n", usage); return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "%sunexpected argument '%s'\n", usage, argv[optind]);
+		return EXIT_USAGE;
+	}
+	if ((rc = serve_run(&o, &d)) != 0) {
+		fprintf(stderr, "cuda-agent serve: %s\n", d.msg);
+		return rc == CA_ERR_INVALID ? EXIT_USAGE : EXIT_ENV;
+	}
+	return EXIT_OK;
+}
+
+int cmd_serve_worker(int argc, char **argv)
+{
+	const char *python = NULL, *device = "auto";
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--python") == 0)
+			python = argv[i + 1];
+		else if (strcmp(argv[i], "--device") == 0)
+			device = argv[i + 1];
+	}
+	return serve_worker_main(python, device);
+}

@@ -1,0 +1,511 @@
+/* serve: the HTTP side of `cuda-agent serve` (serve.h). */
+#include "serve/serve.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "serve/metrics.h"
+#include "serve/queue.h"
+#include "serve/request.h"
+#include "serve/workers.h"
+#include "store/task_store.h"
+#include "util/buf.h"
+#include "util/clock.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/str.h"
+
+#define SERVE_RETRY_AFTER_S "5"
+
+struct serve {
+	const struct serve_opts *o;
+	struct job_queue q;
+	struct serve_metrics m;
+	struct serve_pool pool;
+	char jobs_dir[PATH_MAX];
+	char token[256]; /* "" when no token is asked for */
+	pthread_mutex_t mu;
+	int in_flight; /* handlers between their request and their answer */
+};
+
+struct conn {
+	struct ca_buf body;
+	bool too_big;
+};
+
+void serve_opts_defaults(struct serve_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->listen = "127.0.0.1:8040";
+	o->workers = 2;
+	o->max_queue = 1024;
+	o->keep_done = 4096;
+	o->device = "auto";
+}
+
+/* ---- responses --------------------------------------------------------------------------------- */
+
+static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type,
+			       char *text, const char *retry_after)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text,
+								 MHD_RESPMEM_MUST_FREE);
+	enum MHD_Result ok;
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", type);
+	if (retry_after)
+		MHD_add_response_header(r, status == 405 ? "Allow" : "Retry-After", retry_after);
+	ok = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
+static enum MHD_Result respond_json(struct MHD_Connection *c, unsigned status, json_t *body,
+				    const char *retry_after)
+{
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!text)
+		return MHD_NO;
+	return respond(c, status, "application/json", text, retry_after);
+}
+
+/* extra: the Retry-After value (429, 503) or the Allow value (405). */
+static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, const char *code,
+				     const char *message, const char *extra)
+{
+	return respond_json(c, status,
+			    json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message),
+			    extra);
+}
+
+/* ---- POST /v1/evaluate ------------------------------------------------------------------------- */
+
+struct hash_find {
+	const char *hash;
+	struct task_record rec;
+	bool found;
+};
+
+static int find_hash(const struct task_record *r, void *ctx)
+{
+	struct hash_find *h = ctx;
+	if (strcmp(r->hash, h->hash) != 0)
+		return 0;
+	h->rec = *r;
+	h->found = true;
+	return 1;
+}
+
+/* A stored task's directory: 0, CA_ERR_NOTFOUND (a 404), or another error (a 503). */
+static int stored_task(const struct serve *S, const struct serve_request *r, char *out,
+		       size_t size, struct ca_diag *d)
+{
+	struct task_store st;
+	char root[PATH_MAX];
+	struct hash_find *h = calloc(1, sizeof *h);
+	int rc;
+	if (!h)
+		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
+	if ((rc = task_store_default_dir(S->o->tasks, root, sizeof root, d)) ||
+	    (rc = task_store_open(&st, root, false, d))) {
+		free(h);
+		return rc == CA_ERR_NOTFOUND ? ca_fail(d, CA_ERR_NOTFOUND, "no task store at %s",
+						       root)
+					     : rc;
+	}
+	if (r->task_by == SERVE_TASK_ID) {
+		rc = task_store_get(&st, r->task_ref, &h->rec, d);
+		h->found = rc == 0;
+	} else {
+		h->hash = r->task_ref;
+		rc = task_store_list(&st, &(struct task_filter){.level = -1}, find_hash, h, d);
+		rc = rc == 1 ? 0 : rc;
+	}
+	if (!rc && !h->found)
+		rc = ca_fail(d, CA_ERR_NOTFOUND, "no task with %s \"%s\" in the store",
+			     r->task_by == SERVE_TASK_ID ? "id" : "hash", r->task_ref);
+	else if (rc == CA_ERR_NOTFOUND)
+		ca_fail(d, CA_ERR_NOTFOUND, "no task with id \"%s\" in the store", r->task_ref);
+	if (!rc && task_store_task_dir(&st, &h->rec, out, size))
+		rc = ca_fail(d, CA_ERR_INVALID, "the store's entry for %s is damaged", h->rec.id);
+	task_store_close(&st);
+	free(h);
+	return rc;
+}
+
+/* The job's spec: its request written under a fresh job directory. */
+static int make_spec(const struct serve *S, const struct serve_request *r, json_t **spec,
+		     unsigned *status, struct ca_diag *d)
+{
+	char dir[PATH_MAX], cand[PATH_MAX], task[PATH_MAX];
+	unsigned char rnd[8];
+	int rc;
+	*status = 500;
+	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+		return ca_fail(d, CA_ERR_IO, "getrandom: %s", strerror(errno));
+	if (ca_format(dir, sizeof dir, "%s/%02x%02x%02x%02x%02x%02x%02x%02x", S->jobs_dir, rnd[0],
+		      rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]))
+		return ca_fail(d, CA_ERR_LIMIT, "path too long");
+	if ((rc = serve_request_write(r, dir, cand, sizeof cand, task, sizeof task, d))) {
+		ca_remove_tree(dir, NULL);
+		return rc;
+	}
+	if (r->task_by != SERVE_TASK_INLINE && (rc = stored_task(S, r, task, sizeof task, d))) {
+		ca_remove_tree(dir, NULL);
+		*status = rc == CA_ERR_NOTFOUND ? 404 : 503;
+		return rc;
+	}
+	*spec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "job_dir", dir, "task_dir", task,
+			  "candidate", cand, "format", r->format, "rules", r->rules, "mode", r->mode);
+	return *spec ? 0 : ca_fail(d, CA_ERR_NOMEM, "out of memory");
+}
+
+static enum MHD_Result evaluate(struct serve *S, struct MHD_Connection *c, struct conn *cc,
+				unsigned *status)
+{
+	struct serve_request *r = calloc(1, sizeof *r);
+	struct ca_diag d = {{0}};
+	const char *hkey = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
+	json_t *spec = NULL, *res;
+	struct job *j = NULL;
+	bool dup = false;
+	enum MHD_Result ok;
+	int rc;
+
+	if (!r)
+		return MHD_NO;
+	if (cc->too_big || cc->body.err) {
+		*status = 413;
+		free(r);
+		return respond_error(c, 413, "too_large", "the body is larger than 16 MiB", NULL);
+	}
+	rc = serve_request_parse(r, cc->body.p ? cc->body.p : "", cc->body.len, &d);
+	if (rc) {
+		*status = rc == CA_ERR_LIMIT ? 413 : 400;
+		free(r);
+		return respond_error(c, *status, rc == CA_ERR_PARSE ? "bad_json" : "bad_request",
+				     d.msg, NULL);
+	}
+	if (hkey && (strlen(hkey) == 0 || strlen(hkey) > SERVE_KEY_MAX)) {
+		*status = 400;
+		serve_request_free(r);
+		free(r);
+		return respond_error(c, 400, "bad_request", "Idempotency-Key must be 1 to 128 bytes",
+				     NULL);
+	}
+	if (hkey)
+		ca_strlcpy(r->key, hkey, sizeof r->key);
+	rc = make_spec(S, r, &spec, status, &d);
+	if (!rc) {
+		const char *dir = json_string_value(json_object_get(spec, "job_dir"));
+		char keep[PATH_MAX];
+		ca_strlcpy(keep, dir, sizeof keep);
+		rc = job_queue_submit(&S->q, r->key, JOB_PRIO_NORMAL, spec, ca_now() + r->deadline_s,
+				      &j, &dup, &d);
+		if (rc || dup)
+			ca_remove_tree(keep, NULL); /* nothing of ours runs from it */
+		*status = rc == CA_ERR_LIMIT ? 429 : rc == CA_ERR_INTERRUPTED ? 503 : 500;
+		if (rc == CA_ERR_LIMIT)
+			serve_metrics_count(&S->m, &S->m.rejected_full);
+	}
+	double deadline = ca_now() + r->deadline_s + SERVE_GRACE_S + 5.0;
+	serve_request_free(r);
+	free(r);
+	if (rc)
+		return respond_error(c, *status,
+				     *status == 404 ? "not_found"
+				     : *status == 429 ? "queue_full"
+				     : *status == 503 ? "unavailable"
+						      : "internal",
+				     d.msg, *status == 429 || *status == 503 ? SERVE_RETRY_AFTER_S : NULL);
+	res = job_queue_wait(&S->q, j, dup ? j->deadline + SERVE_GRACE_S + 5.0 : deadline);
+	if (!res) {
+		*status = 504;
+		res = serve_env_result("env.deadline",
+				       "the request's deadline passed before its job was answered");
+	} else {
+		*status = 200;
+		json_t *copy = json_deep_copy(res); /* the queue's copy may be sent to others */
+		json_decref(res);
+		if (!(res = copy)) {
+			job_queue_release(&S->q, j);
+			return MHD_NO;
+		}
+		json_object_set_new(res, "job", json_pack("{s:s, s:b, s:i}", "id", j->id, "repeated",
+							  dup, "attempts", j->attempts));
+	}
+	job_queue_release(&S->q, j);
+	ok = respond_json(c, *status, res, NULL);
+	return ok;
+}
+
+/* ---- routing ----------------------------------------------------------------------------------- */
+
+static bool authorized(const struct serve *S, struct MHD_Connection *c)
+{
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	size_t n = strlen(S->token), m;
+	unsigned diff = 0;
+	if (!S->token[0])
+		return true;
+	if (!h || strncmp(h, "Bearer ", 7) != 0)
+		return false;
+	h += 7;
+	m = strlen(h);
+	for (size_t i = 0; i < n; i++) /* the same time whatever matches */
+		diff |= (unsigned)(i < m ? h[i] : 0) ^ (unsigned)S->token[i];
+	return diff == 0 && m == n;
+}
+
+static enum MHD_Result route(struct serve *S, struct MHD_Connection *c, const char *url,
+			     const char *method, struct conn *cc, enum serve_endpoint *ep,
+			     unsigned *status)
+{
+	bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+	size_t queued, running, done;
+
+	*ep = EP_OTHER;
+	if (strcmp(url, "/v1/health") == 0) {
+		*ep = EP_HEALTH;
+		if (!get)
+			return *status = 405, respond_error(c, 405, "method", "GET only", "GET");
+		job_queue_counts(&S->q, &queued, &running, &done);
+		*status = 200;
+		return respond_json(c, 200,
+				    json_pack("{s:s, s:i, s:I, s:I}", "status", "ok", "workers",
+					      S->pool.nslots, "queued", (json_int_t)queued, "running",
+					      (json_int_t)running),
+				    NULL);
+	}
+	if (!authorized(S, c))
+		return *status = 401, respond_error(c, 401, "unauthorized",
+						   "a bearer token is required "
+						   "(Authorization: Bearer ...)",
+						   NULL);
+	if (strcmp(url, "/metrics") == 0) {
+		*ep = EP_METRICS;
+		if (!get)
+			return *status = 405, respond_error(c, 405, "method", "GET only", "GET");
+		job_queue_counts(&S->q, &queued, &running, &done);
+		*status = 200;
+		return respond(c, 200, "text/plain; version=0.0.4",
+			       serve_metrics_render(&S->m, queued, running, (size_t)S->pool.nslots),
+			       NULL);
+	}
+	if (strcmp(url, "/v1/openapi.json") == 0) {
+		*ep = EP_OPENAPI;
+		if (!get)
+			return *status = 405, respond_error(c, 405, "method", "GET only", "GET");
+		*status = 200;
+		return respond(c, 200, "application/json", strdup(serve_openapi_json), NULL);
+	}
+	if (strcmp(url, "/v1/evaluate") == 0) {
+		*ep = EP_EVALUATE;
+		if (!post)
+			return *status = 405, respond_error(c, 405, "method", "POST only", "POST");
+		return evaluate(S, c, cc, status);
+	}
+	*status = 404;
+	return respond_error(c, 404, "not_found", "no such endpoint (see /v1/openapi.json)", NULL);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	struct serve *S = cls;
+	struct conn *cc = *con_cls;
+	double t0;
+	enum serve_endpoint ep;
+	unsigned status = 500;
+	enum MHD_Result ok;
+	(void)version;
+
+	if (!cc) {
+		if (!(cc = calloc(1, sizeof *cc)))
+			return MHD_NO;
+		cc->body.max = SERVE_MAX_BODY;
+		*con_cls = cc;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (cc->body.len + *upload_size > SERVE_MAX_BODY)
+			cc->too_big = true;
+		else
+			ca_buf_add(&cc->body, upload, *upload_size);
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	t0 = ca_now();
+	pthread_mutex_lock(&S->mu);
+	S->in_flight++;
+	pthread_mutex_unlock(&S->mu);
+	ok = route(S, c, url, method, cc, &ep, &status);
+	serve_metrics_request(&S->m, ep, status, ca_now() - t0);
+	pthread_mutex_lock(&S->mu);
+	S->in_flight--;
+	pthread_mutex_unlock(&S->mu);
+	return ok;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode why)
+{
+	struct conn *cc = *con_cls;
+	(void)cls;
+	(void)c;
+	(void)why;
+	if (cc) {
+		ca_buf_free(&cc->body);
+		free(cc);
+	}
+	*con_cls = NULL;
+}
+
+/* ---- the service ------------------------------------------------------------------------------- */
+
+static int parse_listen(const char *s, struct sockaddr_in *sa, struct ca_diag *d)
+{
+	char host[64];
+	const char *colon = strrchr(s, ':');
+	char *end;
+	long port;
+	if (!colon || (size_t)(colon - s) >= sizeof host)
+		return ca_fail(d, CA_ERR_INVALID, "--listen \"%s\": expected ADDR:PORT", s);
+	snprintf(host, sizeof host, "%.*s", (int)(colon - s), s);
+	port = strtol(colon + 1, &end, 10);
+	memset(sa, 0, sizeof *sa);
+	sa->sin_family = AF_INET;
+	if (*end || port < 0 || port > 65535 || inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+		return ca_fail(d, CA_ERR_INVALID, "--listen \"%s\": expected an IPv4 ADDR:PORT", s);
+	sa->sin_port = htons((uint16_t)port);
+	return 0;
+}
+
+int serve_run(const struct serve_opts *o, struct ca_diag *d)
+{
+	struct serve *S = calloc(1, sizeof *S);
+	struct MHD_Daemon *mhd = NULL;
+	struct sockaddr_in sa;
+	char state[PATH_MAX], logs[PATH_MAX];
+	const char *token = getenv("CUDA_AGENT_SERVE_TOKEN");
+	sigset_t sigs;
+	int sig = 0, rc;
+
+	if (!S)
+		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
+	S->o = o;
+	pthread_mutex_init(&S->mu, NULL);
+	if ((rc = parse_listen(o->listen, &sa, d)))
+		goto out_free;
+	if (token && strlen(token) >= sizeof S->token) {
+		rc = ca_fail(d, CA_ERR_INVALID, "CUDA_AGENT_SERVE_TOKEN is too long");
+		goto out_free;
+	}
+	ca_strlcpy(S->token, token ? token : "", sizeof S->token);
+	if (o->state_dir)
+		rc = ca_strlcpy(state, o->state_dir, sizeof state) ? CA_ERR_LIMIT : 0;
+	else if (!(rc = ca_cache_dir(state, sizeof state, d)))
+		rc = ca_path_join(state, sizeof state, state, "serve") ? CA_ERR_LIMIT : 0;
+	if (rc || ca_format(S->jobs_dir, sizeof S->jobs_dir, "%s/jobs", state) ||
+	    ca_format(logs, sizeof logs, "%s/logs", state)) {
+		rc = rc ? rc : ca_fail(d, CA_ERR_LIMIT, "state path too long");
+		goto out_free;
+	}
+	ca_remove_tree(S->jobs_dir, NULL); /* job directories of a run that ended */
+	/* jobs/ can be crossed but not listed: the sandboxed candidates read their own job's files
+	 * (random names), not the others'. */
+	if ((rc = ca_mkdirs(S->jobs_dir, 0711, d)) || (rc = ca_mkdirs(logs, 0700, d)))
+		goto out_free;
+	if (chmod(S->jobs_dir, 0711) != 0 || chmod(state, 0711) != 0) {
+		rc = ca_fail(d, CA_ERR_IO, "chmod %s: %s", S->jobs_dir, strerror(errno));
+		goto out_free;
+	}
+	/* Only this thread takes the signals that end the service. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	serve_metrics_init(&S->m);
+	if ((rc = job_queue_init(&S->q, o->max_queue, o->keep_done, d)))
+		goto out_metrics;
+	if ((rc = serve_pool_start(&S->pool, &S->q, &S->m, o->workers, o->gpus, o->python,
+				   o->device, logs, d)))
+		goto out_pool;
+	mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+				       MHD_USE_ITC | MHD_USE_ERROR_LOG,
+			       0, NULL, NULL, on_request, S, MHD_OPTION_SOCK_ADDR, &sa,
+			       MHD_OPTION_NOTIFY_COMPLETED, on_completed, S,
+			       MHD_OPTION_CONNECTION_LIMIT, 2048u, MHD_OPTION_CONNECTION_TIMEOUT,
+			       120u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256u << 10),
+			       MHD_OPTION_END);
+	if (!mhd) {
+		rc = ca_fail(d, CA_ERR_IO, "cannot listen on %s (in use, or not an address here)",
+			     o->listen);
+		goto out_pool;
+	}
+	{
+		const union MHD_DaemonInfo *info = MHD_get_daemon_info(mhd,
+								       MHD_DAEMON_INFO_BIND_PORT);
+		unsigned port = info ? info->port : ntohs(sa.sin_port);
+		char host[INET_ADDRSTRLEN] = "";
+		inet_ntop(AF_INET, &sa.sin_addr, host, sizeof host);
+		ca_log_info("serve: listening on http://%s:%u with %d worker%s (state in %s)", host,
+			    port, S->pool.nslots, S->pool.nslots == 1 ? "" : "s", state);
+		if (o->port_file) {
+			char text[16];
+			snprintf(text, sizeof text, "%u\n", port);
+			if ((rc = ca_write_file_atomic(o->port_file, text, strlen(text), d)))
+				goto out_mhd;
+		}
+	}
+	sigwait(&sigs, &sig);
+	ca_log_info("serve: %s: finishing the queued jobs, then stopping",
+		    sig == SIGINT ? "SIGINT" : "SIGTERM");
+out_mhd:
+	{ /* no new connections; those open get their answers */
+		MHD_socket ls = MHD_quiesce_daemon(mhd);
+		if (ls != MHD_INVALID_SOCKET)
+			close(ls);
+	}
+	job_queue_close(&S->q);
+	serve_pool_stop(&S->pool);
+	for (int i = 0; i < 1000; i++) { /* the last handlers answer (503 once closed) */
+		pthread_mutex_lock(&S->mu);
+		int busy = S->in_flight;
+		pthread_mutex_unlock(&S->mu);
+		if (!busy)
+			break;
+		struct timespec ts = {0, 10000000L};
+		nanosleep(&ts, NULL);
+	}
+	MHD_stop_daemon(mhd);
+	goto out_queue;
+out_pool:
+	job_queue_close(&S->q);
+	serve_pool_stop(&S->pool);
+out_queue:
+	job_queue_destroy(&S->q);
+out_metrics:
+	serve_metrics_destroy(&S->m);
+out_free:
+	pthread_mutex_destroy(&S->mu);
+	free(S);
+	return rc;
+}

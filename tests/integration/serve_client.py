@@ -1,0 +1,241 @@
+"""Test client of tests/integration/serve.sh: drives a running `cuda-agent serve` over HTTP
+(stdlib only) and prints one `ok NAME` or `FAIL NAME: why` line per check.
+
+Usage: serve_client.py main|full|token        (the server's URL in $CUDA_AGENT_SERVE_URL)
+       serve_client.py kill|drain URL SERVER_PID
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+URL = os.environ.get("CUDA_AGENT_SERVE_URL", "")
+
+
+def check(name: str, cond: bool, why: object = "") -> None:
+    print(f"ok {name}" if cond else f"FAIL {name}: {str(why)[:600]}", flush=True)
+
+
+def call(method: str, path: str, body: bytes | None = None,
+         headers: dict[str, str] | None = None, timeout: float = 600) -> tuple[int, dict[str, str],
+                                                                             bytes]:
+    req = urllib.request.Request(URL + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def evaluate(req: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    status, _, text = call("POST", "/v1/evaluate", json.dumps(req).encode(), headers)
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def files(d: Path, prefix: str = "") -> dict[str, str]:
+    return {prefix + p.name: p.read_text() for p in sorted(d.iterdir()) if p.is_file()}
+
+
+TINY = files(ROOT / "tests/data/candidates/tiny_task")
+GOOD = files(ROOT / "tests/data/candidates/good/kernels", "kernels/")
+BAD = files(ROOT / "tests/data/build/bad_syntax/kernels", "kernels/")
+CPU_TASK = files(ROOT / "tests/data/protocol_cpu/task")
+HONEST = {"honest.py": (ROOT / "tests/data/protocol_cpu/honest.py").read_text()}
+
+
+def native(task: dict[str, Any], kernels: dict[str, str], **more: Any) -> dict[str, Any]:
+    return {"task": task, "candidate": {"format": "native", "files": kernels}, **more}
+
+
+def torch_full(**more: Any) -> dict[str, Any]:
+    return {"task": {"files": CPU_TASK}, "candidate": {"format": "kernelbench", "files": HONEST},
+            "rules": "cuda-agent", "deadline_s": 600, **more}
+
+
+def main_checks() -> None:
+    status, _, text = call("GET", "/v1/health")
+    h = json.loads(text)
+    check("health", status == 200 and h["status"] == "ok" and h["workers"] == 2, text)
+    status, _, text = call("GET", "/v1/openapi.json")
+    check("openapi", status == 200 and "/v1/evaluate" in json.loads(text)["paths"], text[:200])
+    status, hdr, _ = call("GET", "/v1/evaluate")
+    check("405 with Allow", status == 405 and hdr.get("Allow") == "POST", (status, hdr))
+    status, _, _ = call("GET", "/nope")
+    check("404 for an unknown path", status == 404, status)
+
+    hostile = {
+        "not JSON": b"{bad",
+        "empty body": b"",
+        "invalid UTF-8": b'{"task": {"id": "\xff"}}',
+        "unknown field": json.dumps(native({"id": "x"}, GOOD, tsak=1)).encode(),
+        "path traversal": json.dumps(native({"id": "x"}, {"kernels/../../etc/x.cu": "x"})).encode(),
+        "absolute path": json.dumps(native({"id": "x"}, {"/etc/passwd": "x"})).encode(),
+        "dot file": json.dumps(native({"id": "x"}, {"kernels/.bashrc": "x"})).encode(),
+        "inline task escaping": json.dumps(native({"files": {"../model.py": "x"}}, GOOD)).encode(),
+        "wrong type": json.dumps({"task": {"id": 3}, "candidate": {}}).encode(),
+        "bad format": json.dumps({"task": {"id": "x"}, "candidate": {"format": "exe",
+                                                                    "files": GOOD}}).encode(),
+        "bad deadline": json.dumps(native({"id": "x"}, GOOD, deadline_s=-1)).encode(),
+    }
+    for name, body in hostile.items():
+        status, _, text = call("POST", "/v1/evaluate", body)
+        msg = json.loads(text).get("error", {}).get("message", "") if text else ""
+        check(f"400: {name}", status == 400 and len(msg) > 10, (status, text[:300]))
+    big = json.dumps(native({"id": "x"}, {"kernels/a.cu": "x" * (17 << 20)})).encode()
+    status, _, text = call("POST", "/v1/evaluate", big)
+    check("413: a body over 16 MiB", status == 413, (status, text[:200]))
+    status, r = evaluate(native({"id": "kernelbench/level1/404_Nothing"}, GOOD))
+    check("404: an unknown task id", status == 404 and "no task" in r["error"]["message"], r)
+
+    status, r = evaluate(native({"id": "kernelbench/level1/19_ReLU"}, GOOD))
+    check("stored task by id: compiled, env.no_gpu, reward null",
+          status == 200 and r["compiled"] is True and r["reason"]["code"] == "env.no_gpu"
+          and r["reward"] is None, r)
+    status, r = evaluate(native({"files": TINY}, GOOD))
+    check("inline task: compiled, env.no_gpu", status == 200 and r["compiled"] is True
+          and r["reason"]["code"] == "env.no_gpu", r)
+    status, r = evaluate(native({"files": TINY}, BAD))
+    check("a build error: reward -1 with the compiler's message",
+          status == 200 and r["reason"]["code"] == "build.error" and r["reward"] == -1
+          and "kernels/" in r["reason"]["message"], r)
+    status, r = evaluate(torch_full())
+    check("a PyTorch-format candidate evaluated in full (CPU protocol)",
+          status == 200 and r["reason"]["code"] == "ok" and r["correct"] is True
+          and isinstance(r["reward"], int) and r["reward"] >= 1
+          and r["timing"]["candidate"]["samples"] >= 10, {k: r.get(k) for k in
+                                                          ("reason", "reward", "correct")})
+
+    # Idempotency: two requests with one key, at once, get one evaluation.
+    with ThreadPoolExecutor(2) as ex:
+        a, b = ex.map(lambda _: evaluate(native({"files": TINY}, GOOD, idempotency_key="same")),
+                      range(2))
+    check("one key, one job", a[0] == b[0] == 200 and a[1]["job"]["id"] == b[1]["job"]["id"]
+          and sorted([a[1]["job"]["repeated"], b[1]["job"]["repeated"]]) == [False, True],
+          (a[1].get("job"), b[1].get("job")))
+    status, r = evaluate(native({"files": TINY}, BAD), {"Idempotency-Key": "same"})
+    check("a key sent again gets the first answer", status == 200
+          and r["job"]["id"] == a[1]["job"]["id"] and r["reason"]["code"] == "env.no_gpu", r)
+
+    # 64 at once, compile mode: every one answered once, by its own job.
+    t0 = time.time()
+    with ThreadPoolExecutor(64) as ex:
+        got = list(ex.map(lambda i: evaluate(native({"files": TINY}, GOOD, mode="compile",
+                                                    idempotency_key=f"c{i}")), range(64)))
+    ids = {r["job"]["id"] for s, r in got if s == 200}
+    check(f"64 concurrent compile requests: 64 answers, 64 jobs ({time.time() - t0:.1f} s)",
+          len(got) == 64 and all(s == 200 and r["reason"]["code"] == "ok" and r["compiled"]
+                                 for s, r in got) and len(ids) == 64,
+          [(s, r.get("reason")) for s, r in got if s != 200 or r["reason"]["code"] != "ok"][:3])
+
+    status, _, text = call("GET", "/metrics")
+    m = text.decode()
+    check("metrics: results by reason, requests, steps",
+          status == 200 and 'cuda_agent_results_total{reason="env.no_gpu"}' in m
+          and 'cuda_agent_requests_total{endpoint="evaluate",code="4xx"}' in m
+          and 'cuda_agent_step_seconds_count{step="build"}' in m, m[:300])
+
+
+def workers_of(server_pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(server_pid)], text=True,
+                         capture_output=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if "serve-worker" in line]
+
+
+def kill_checks(server_pid: int) -> None:
+    res: dict[str, Any] = {}
+
+    def one() -> None:
+        res["r"] = evaluate(torch_full(idempotency_key="killed"))
+
+    t = threading.Thread(target=one)
+    t.start()
+    for _ in range(200):  # until a worker runs the job
+        if json.loads(call("GET", "/v1/health")[2])["running"] >= 1:
+            break
+        time.sleep(0.02)
+    time.sleep(0.2)
+    victims = workers_of(server_pid)
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    t.join(600)
+    status, r = res.get("r", (0, {}))
+    check(f"SIGKILL of the workers ({len(victims)}) mid-job: retried on a fresh worker",
+          status == 200 and r.get("job", {}).get("attempts") == 2
+          and r["reason"]["code"] == "ok", (status, r.get("job"), r.get("reason")))
+    status, r2 = evaluate(torch_full(idempotency_key="killed"))
+    check("... and answered once", status == 200 and r2["job"]["id"] == r["job"]["id"]
+          and r2["job"]["repeated"] is True, r2.get("job"))
+    _, _, text = call("GET", "/metrics")
+    check("metrics count the restart and the retry",
+          "cuda_agent_retries_total 1" in text.decode()
+          and "cuda_agent_worker_restarts_total 0" not in text.decode(), text[-400:])
+
+
+def drain_checks(server_pid: int) -> None:
+    with ThreadPoolExecutor(4) as ex:
+        futs = [ex.submit(evaluate, native({"files": TINY}, GOOD, idempotency_key=f"d{i}"))
+                for i in range(4)]
+        time.sleep(0.5)
+        os.kill(server_pid, signal.SIGTERM)
+        got = [f.result() for f in futs]
+    check("SIGTERM with jobs queued: every one answered",
+          all(s == 200 and r["reason"]["code"] == "env.no_gpu" for s, r in got),
+          [(s, r if s != 200 else r["reason"]["code"]) for s, r in got])
+
+
+def full_checks() -> None:
+    out: list[Any] = []
+
+    def one() -> None:
+        out.append(evaluate(torch_full()))
+
+    ts = [threading.Thread(target=one) for _ in range(2)]
+    for t in ts:
+        t.start()
+        time.sleep(1.0)  # the first runs, the second waits in the one-slot queue
+    status, hdr, text = call("POST", "/v1/evaluate", json.dumps(torch_full()).encode())
+    check("a full queue: 429 with Retry-After", status == 429 and hdr.get("Retry-After") == "5"
+          and b"full" in text, (status, hdr, text[:200]))
+    for t in ts:
+        t.join(600)
+    check("the two accepted requests answered", len(out) == 2
+          and all(s == 200 and r["reason"]["code"] == "ok" for s, r in out),
+          [(s, r.get("reason") if isinstance(r, dict) else r) for s, r in out])
+    _, _, text = call("GET", "/metrics")
+    check("metrics count the refusal", "cuda_agent_rejected_total 1" in text.decode(), "")
+
+
+def token_checks() -> None:
+    status, _, _ = call("GET", "/v1/health")
+    check("token: health is open", status == 200, status)
+    status, _, _ = call("GET", "/metrics")
+    check("token: 401 without it", status == 401, status)
+    status, _, _ = call("GET", "/metrics", headers={"Authorization": "Bearer wrong"})
+    check("token: 401 with a wrong one", status == 401, status)
+    status, _, _ = call("POST", "/v1/evaluate", b"{}", {"Authorization": "Bearer s3cre"})
+    check("token: 401 with a prefix of it", status == 401, status)
+    status, _, _ = call("GET", "/metrics", headers={"Authorization": "Bearer s3cret"})
+    check("token: 200 with it", status == 200, status)
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode in ("kill", "drain"):
+        URL = sys.argv[2]
+        (kill_checks if mode == "kill" else drain_checks)(int(sys.argv[3]))
+    else:
+        {"main": main_checks, "full": full_checks, "token": token_checks}[mode]()

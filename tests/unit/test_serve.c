@@ -1,0 +1,376 @@
+/* Unit tests for the service's parts that need no HTTP: the request parser and its file-name
+ * rule (src/serve/request.c), the job queue (src/serve/queue.c: capacity, priorities, one
+ * answer per job, idempotency keys, closing) and the metrics text (src/serve/metrics.c). The
+ * HTTP side and the worker processes are tested end to end in tests/integration/serve.sh. */
+#define TEST_NAME "serve"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/metrics.h"
+#include "serve/queue.h"
+#include "serve/request.h"
+#include "util/clock.h"
+#include "util/fs.h"
+#include "util/str.h"
+
+static int parse(const char *body, struct serve_request *r, char *msg, size_t size)
+{
+	struct ca_diag d = {{0}};
+	int rc = serve_request_parse(r, body, strlen(body), &d);
+	ca_strlcpy(msg, d.msg, size);
+	return rc;
+}
+
+static void expect_error(const char *body, int code, const char *needle)
+{
+	struct serve_request *r = malloc(sizeof *r);
+	char msg[512];
+	int rc = parse(body, r, msg, sizeof msg);
+	free(r);
+	if (rc != code || !strstr(msg, needle))
+		fail_msg("%s\n  got %d '%s', want %d containing '%s'", body, rc, msg, code, needle);
+}
+
+static void test_path_rule(void **state)
+{
+	static const char *const good[] = {"kernels/k.cu", "a", "x/y/z.py", "n..", "a.b_c-d+e",
+					   NULL};
+	static const char *const bad[] = {"",          "/etc/passwd", "../x",    "a/../b",
+					  "a/./b",     "./a",         "a//b",    "a/",
+					  ".hidden",   "a/.git/x",    "a b",     "a\\b",
+					  "k\xc3\xa9.cu", "a/b/c/d/e/f/g/h/i", NULL};
+	(void)state;
+	for (const char *const *p = good; *p; p++)
+		if (!serve_path_ok(*p))
+			fail_msg("'%s' should be accepted", *p);
+	for (const char *const *p = bad; *p; p++)
+		if (serve_path_ok(*p))
+			fail_msg("'%s' should be refused", *p);
+	char longp[SERVE_MAX_PATH + 2];
+	memset(longp, 'a', sizeof longp - 1);
+	longp[sizeof longp - 1] = '\0';
+	assert_false(serve_path_ok(longp));
+	longp[SERVE_MAX_PATH] = '\0';
+	assert_true(serve_path_ok(longp));
+}
+
+static void test_request_ok(void **state)
+{
+	struct serve_request *r = malloc(sizeof *r);
+	char msg[512];
+	(void)state;
+	assert_int_equal(parse("{\"task\": {\"id\": \"kernelbench/level1/19_ReLU\"}, \"candidate\": "
+			       "{\"format\": \"native\", \"files\": {\"kernels/a.cu\": \"A\", "
+			       "\"kernels/inc/b.h\": \"BB\"}}, \"mode\": \"verify\", \"rules\": "
+			       "\"cuda-agent\", \"deadline_s\": 12.5, \"idempotency_key\": \"k\"}",
+			       r, msg, sizeof msg),
+			 0);
+	assert_int_equal(r->task_by, SERVE_TASK_ID);
+	assert_string_equal(r->task_ref, "kernelbench/level1/19_ReLU");
+	assert_string_equal(r->format, "native");
+	assert_int_equal(r->nfiles, 2);
+	assert_string_equal(r->mode, "verify");
+	assert_true(r->deadline_s == 12.5);
+	assert_string_equal(r->key, "k");
+	serve_request_free(r);
+
+	assert_int_equal(parse("{\"task\": {\"files\": {\"model.py\": \"m\"}}, \"candidate\": "
+			       "{\"format\": \"kernelbench\", \"files\": {\"sol.py\": \"s\"}}}",
+			       r, msg, sizeof msg),
+			 0);
+	assert_int_equal(r->task_by, SERVE_TASK_INLINE);
+	assert_string_equal(r->mode, "eval"); /* defaults */
+	assert_true(r->deadline_s == SERVE_DEADLINE_DEFAULT_S);
+	assert_string_equal(r->rules, "");
+	assert_string_equal(r->key, "");
+	{ /* written out: the task and the one file eval takes */
+		char dir[] = "/tmp/ca-test-serve-XXXXXX", job[PATH_MAX], cand[PATH_MAX],
+		     task[PATH_MAX];
+		struct ca_diag d = {{0}};
+		char *text = NULL;
+		assert_non_null(mkdtemp(dir));
+		snprintf(job, sizeof job, "%s/job", dir);
+		assert_int_equal(serve_request_write(r, job, cand, sizeof cand, task, sizeof task,
+						     &d),
+				 0);
+		assert_non_null(strstr(cand, "/candidate/sol.py"));
+		assert_non_null(strstr(task, "/job/task"));
+		assert_int_equal(ca_read_file(cand, 64, &text, NULL, &d), 0);
+		assert_string_equal(text, "s");
+		free(text);
+		/* a job directory is never reused */
+		assert_int_not_equal(serve_request_write(r, job, cand, sizeof cand, task,
+							 sizeof task, &d),
+				     0);
+		ca_remove_tree(dir, NULL);
+	}
+	serve_request_free(r);
+	free(r);
+}
+
+static void test_request_errors(void **state)
+{
+	(void)state;
+	expect_error("{", CA_ERR_PARSE, "not JSON");
+	expect_error("[1]", CA_ERR_INVALID, "JSON object");
+	expect_error("{\"task\": {\"id\": \"a\"}}", CA_ERR_INVALID, "required");
+	expect_error("{\"task\": {\"id\": \"a\"}, \"candidate\": {\"format\": \"native\", \"files\": "
+		     "{\"kernels/a.cu\": \"x\"}}, \"tsak\": 1}",
+		     CA_ERR_INVALID, "unknown field \"tsak\"");
+	expect_error("{\"task\": {\"id\": \"a\", \"hash\": \"b\"}, \"candidate\": {\"format\": "
+		     "\"native\", \"files\": {\"kernels/a.cu\": \"x\"}}}",
+		     CA_ERR_INVALID, "exactly one");
+	expect_error("{\"task\": {\"id\": \"a\"}, \"candidate\": {\"format\": \"native\", \"files\": "
+		     "{\"../a.cu\": \"x\"}}}",
+		     CA_ERR_INVALID, "not a relative path");
+	expect_error("{\"task\": {\"id\": \"a\"}, \"candidate\": {\"format\": \"native\", \"files\": "
+		     "{\"a.cu\": \"x\"}}}",
+		     CA_ERR_INVALID, "live in kernels/");
+	expect_error("{\"task\": {\"id\": \"a\"}, \"candidate\": {\"format\": \"kernelbench\", "
+		     "\"files\": {\"a.py\": \"x\", \"b.py\": \"y\"}}}",
+		     CA_ERR_INVALID, "one .py file");
+	expect_error("{\"task\": {\"id\": \"a\"}, \"candidate\": {\"format\": \"cuda\", \"files\": "
+		     "{\"a.py\": \"x\"}}}",
+		     CA_ERR_INVALID, "not one of");
+	expect_error("{\"task\": {\"id\": \"a\"}, \"candidate\": {\"format\": \"native\", \"files\": "
+		     "{\"kernels/a.cu\": \"x\\u0000y\"}}}",
+		     CA_ERR_PARSE, "not allowed"); /* jansson refuses NUL bytes in strings */
+	expect_error("{\"task\": {\"id\": \"a\"}, \"candidate\": {\"format\": \"native\", \"files\": "
+		     "{\"kernels/a.cu\": 3}}}",
+		     CA_ERR_INVALID, "must be text");
+	expect_error("{\"task\": {\"id\": \"a\"}, \"candidate\": {\"format\": \"native\", \"files\": "
+		     "{\"kernels/a.cu\": \"x\"}}, \"deadline_s\": 0}",
+		     CA_ERR_INVALID, "deadline_s");
+	expect_error("{\"task\": {\"id\": \"a\"}, \"candidate\": {\"format\": \"native\", \"files\": "
+		     "{\"kernels/a.cu\": \"x\"}}, \"deadline_s\": 1e9}",
+		     CA_ERR_INVALID, "deadline_s");
+	expect_error("{\"task\": {\"id\": \"a\", \"id\": \"b\"}, \"candidate\": {}}", CA_ERR_PARSE,
+		     "duplicate");
+	expect_error("{\"task\": {\"id\": \"\\u0001\"}, \"candidate\": {\"format\": \"native\", "
+		     "\"files\": {\"kernels/a.cu\": \"x\"}}}",
+		     CA_ERR_INVALID, "control character");
+	/* invalid UTF-8 (a lone continuation byte) */
+	expect_error("{\"task\": {\"id\": \"\x80\"}}", CA_ERR_PARSE, "not JSON");
+	{ /* too many files */
+		char *body = malloc(64 * 1024);
+		size_t n = (size_t)sprintf(body, "{\"task\": {\"id\": \"a\"}, \"candidate\": "
+						 "{\"format\": \"workdir\", \"files\": {");
+		for (int i = 0; i <= SERVE_MAX_FILES; i++)
+			n += (size_t)sprintf(body + n, "%s\"f%d\": \"x\"", i ? ", " : "", i);
+		strcpy(body + n, "}}}");
+		expect_error(body, CA_ERR_LIMIT, "at most");
+		free(body);
+	}
+}
+
+/* ---- the queue --------------------------------------------------------------------------------- */
+
+static json_t *spec(int n)
+{
+	return json_pack("{s:i}", "n", n);
+}
+
+static void test_queue_capacity_and_order(void **state)
+{
+	struct job_queue q;
+	struct ca_diag d = {{0}};
+	struct job *a, *b, *c, *x, *t;
+	bool dup;
+	(void)state;
+	assert_int_equal(job_queue_init(&q, 2, 8, &d), 0);
+	assert_int_equal(job_queue_submit(&q, "", JOB_PRIO_NORMAL, spec(1), 1e9, &a, &dup, &d), 0);
+	assert_int_equal(job_queue_submit(&q, "", JOB_PRIO_HIGH, spec(2), 1e9, &b, &dup, &d), 0);
+	assert_int_equal(job_queue_submit(&q, "", JOB_PRIO_NORMAL, spec(3), 1e9, &x, &dup, &d),
+			 CA_ERR_LIMIT); /* full: the caller answers 429 */
+	assert_null(x);
+	assert_non_null(strstr(d.msg, "full"));
+	t = job_queue_take(&q); /* high priority first */
+	assert_ptr_equal(t, b);
+	assert_int_equal(t->state, JOB_RUNNING);
+	assert_int_equal(t->attempts, 1);
+	assert_int_equal(job_queue_submit(&q, "", JOB_PRIO_NORMAL, spec(3), 1e9, &c, &dup, &d), 0);
+	job_queue_finish(&q, t, json_string("two"));
+	job_queue_finish(&q, t, json_string("again")); /* answered once */
+	json_t *res = job_queue_wait(&q, b, ca_now() + 1);
+	assert_string_equal(json_string_value(res), "two");
+	json_decref(res);
+	job_queue_release(&q, t);
+	t = job_queue_take(&q);
+	assert_ptr_equal(t, a); /* then in order */
+	assert_null(job_queue_wait(&q, a, ca_now() + 0.05)); /* not done: times out */
+	job_queue_finish(&q, t, json_null());
+	job_queue_release(&q, t);
+	size_t queued, running, done;
+	job_queue_counts(&q, &queued, &running, &done);
+	assert_int_equal(queued, 1);
+	assert_int_equal(running, 0);
+	job_queue_close(&q); /* queued jobs are still handed out, then NULL */
+	assert_int_equal(job_queue_submit(&q, "", JOB_PRIO_NORMAL, spec(4), 1e9, &x, &dup, &d),
+			 CA_ERR_INTERRUPTED);
+	t = job_queue_take(&q);
+	assert_ptr_equal(t, c);
+	job_queue_finish(&q, t, json_null());
+	job_queue_release(&q, t);
+	assert_null(job_queue_take(&q));
+	job_queue_release(&q, a);
+	job_queue_release(&q, b);
+	job_queue_release(&q, c);
+	job_queue_destroy(&q);
+}
+
+static void test_queue_idempotency(void **state)
+{
+	struct job_queue q;
+	struct ca_diag d = {{0}};
+	struct job *a, *a2, *b, *t;
+	bool dup;
+	(void)state;
+	assert_int_equal(job_queue_init(&q, 4, 1, &d), 0);
+	assert_int_equal(job_queue_submit(&q, "k1", JOB_PRIO_NORMAL, spec(1), 1e9, &a, &dup, &d), 0);
+	assert_false(dup);
+	/* queued: the same job */
+	assert_int_equal(job_queue_submit(&q, "k1", JOB_PRIO_NORMAL, spec(9), 1e9, &a2, &dup, &d),
+			 0);
+	assert_true(dup);
+	assert_ptr_equal(a, a2);
+	t = job_queue_take(&q);
+	job_queue_finish(&q, t, json_string("r1"));
+	job_queue_release(&q, t);
+	job_queue_release(&q, a2);
+	/* done: still the same answer, not a second evaluation */
+	assert_int_equal(job_queue_submit(&q, "k1", JOB_PRIO_NORMAL, spec(9), 1e9, &a2, &dup, &d),
+			 0);
+	assert_true(dup);
+	json_t *res = job_queue_wait(&q, a2, ca_now());
+	assert_string_equal(json_string_value(res), "r1");
+	json_decref(res);
+	job_queue_release(&q, a2);
+	/* keep_done 1: a second finished key pushes the first out */
+	assert_int_equal(job_queue_submit(&q, "k2", JOB_PRIO_NORMAL, spec(2), 1e9, &b, &dup, &d), 0);
+	t = job_queue_take(&q);
+	job_queue_finish(&q, t, json_string("r2"));
+	job_queue_release(&q, t);
+	assert_int_equal(job_queue_submit(&q, "k1", JOB_PRIO_NORMAL, spec(3), 1e9, &a2, &dup, &d),
+			 0);
+	assert_false(dup);
+	assert_ptr_not_equal(a2, a);
+	job_queue_release(&q, a);
+	job_queue_release(&q, a2);
+	job_queue_release(&q, b);
+	job_queue_destroy(&q);
+}
+
+struct racer {
+	struct job_queue *q;
+	int submitted, answered;
+};
+
+static void *racer_main(void *arg)
+{
+	struct racer *r = arg;
+	struct ca_diag d = {{0}};
+	for (int i = 0; i < 200; i++) {
+		char key[32];
+		struct job *j;
+		bool dup;
+		snprintf(key, sizeof key, "k%d", i % 50); /* many repeats of 50 keys */
+		if (job_queue_submit(r->q, key, JOB_PRIO_NORMAL, spec(i), 1e9, &j, &dup, &d))
+			continue;
+		r->submitted++;
+		json_t *res = job_queue_wait(r->q, j, ca_now() + 10);
+		if (res && json_integer_value(json_object_get(res, "key")) == i % 50)
+			r->answered++;
+		json_decref(res);
+		job_queue_release(r->q, j);
+	}
+	return NULL;
+}
+
+static void *worker_main(void *arg)
+{
+	struct job_queue *q = arg;
+	struct job *j;
+	while ((j = job_queue_take(q))) {
+		int k = atoi(j->key + 1);
+		job_queue_finish(q, j, json_pack("{s:i}", "key", k));
+		job_queue_release(q, j);
+	}
+	return NULL;
+}
+
+/* Eight clients and four workers: every request answered, with its own key's answer. */
+static void test_queue_threads(void **state)
+{
+	struct job_queue q;
+	struct ca_diag d = {{0}};
+	pthread_t c[8], w[4];
+	struct racer r[8];
+	(void)state;
+	assert_int_equal(job_queue_init(&q, 4096, 4096, &d), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_create(&w[i], NULL, worker_main, &q);
+	for (int i = 0; i < 8; i++) {
+		r[i] = (struct racer){.q = &q};
+		pthread_create(&c[i], NULL, racer_main, &r[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(c[i], NULL);
+		assert_int_equal(r[i].submitted, 200);
+		assert_int_equal(r[i].answered, 200);
+	}
+	job_queue_close(&q);
+	for (int i = 0; i < 4; i++)
+		pthread_join(w[i], NULL);
+	job_queue_destroy(&q);
+}
+
+static void test_metrics_text(void **state)
+{
+	struct serve_metrics m;
+	char *text;
+	json_t *res = json_pack("{s:{s:s}, s:{s:f, s:f}}", "reason", "code", "verify.mismatch",
+				"seconds", "build", 1.2, "total", 2.5);
+	(void)state;
+	serve_metrics_init(&m);
+	serve_metrics_request(&m, EP_EVALUATE, 200, 0.3);
+	serve_metrics_request(&m, EP_EVALUATE, 429, 0.001);
+	serve_metrics_result(&m, res, 0.7);
+	serve_metrics_count(&m, &m.retries);
+	text = serve_metrics_render(&m, 3, 1, 2);
+	assert_non_null(strstr(text, "cuda_agent_queue_depth 3\n"));
+	assert_non_null(strstr(text, "cuda_agent_jobs_running 1\n"));
+	assert_non_null(strstr(text, "cuda_agent_requests_total{endpoint=\"evaluate\",code=\"2xx\"} 1\n"));
+	assert_non_null(strstr(text, "cuda_agent_requests_total{endpoint=\"evaluate\",code=\"4xx\"} 1\n"));
+	assert_non_null(strstr(text, "cuda_agent_results_total{reason=\"verify.mismatch\"} 1\n"));
+	assert_non_null(strstr(text, "cuda_agent_step_seconds_bucket{step=\"build\",le=\"2.5\"} 1\n"));
+	assert_non_null(strstr(text, "cuda_agent_step_seconds_bucket{step=\"build\",le=\"1\"} 0\n"));
+	assert_non_null(strstr(text, "cuda_agent_step_seconds_count{step=\"queue\"} 1\n"));
+	assert_non_null(strstr(text, "cuda_agent_request_seconds_count{endpoint=\"evaluate\"} 2\n"));
+	assert_non_null(strstr(text, "cuda_agent_retries_total 1\n"));
+	free(text);
+	json_decref(res);
+	serve_metrics_destroy(&m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_path_rule),
+		cmocka_unit_test(test_request_ok),
+		cmocka_unit_test(test_request_errors),
+		cmocka_unit_test(test_queue_capacity_and_order),
+		cmocka_unit_test(test_queue_idempotency),
+		cmocka_unit_test(test_queue_threads),
+		cmocka_unit_test(test_metrics_text),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
