@@ -404,6 +404,60 @@ static void twin_finish(struct run *r)
 	cand_proc_free(&r->twin);
 }
 
+/* The device as the supervisor's own context sees it (the result's env). */
+static void env_gpu_record(struct run *r)
+{
+	json_t *g = json_pack("{s:s, s:s, s:i, s:I, s:I}", "gpu", r->data.dev.name,
+			      "pci_bus_id", r->data.dev.pci_bus_id, "sm_count",
+			      r->data.dev.sm_count, "l2_bytes",
+			      (json_int_t)r->data.dev.l2_bytes, "memory_bytes",
+			      (json_int_t)r->data.dev.total_mem);
+	char cc[16], drv[16];
+	snprintf(cc, sizeof cc, "%d.%d", r->data.dev.cc_major, r->data.dev.cc_minor);
+	snprintf(drv, sizeof drv, "%d.%d", r->data.dev.driver_version / 1000,
+		 r->data.dev.driver_version % 1000 / 10);
+	json_object_set_new(g, "compute_capability", json_string(cc));
+	json_object_set_new(g, "cuda_driver", json_string(drv));
+	json_object_set_new(g, "driver", r->data.dev.nvml.driver[0]
+						 ? json_string(r->data.dev.nvml.driver)
+						 : json_null());
+	json_object_set_new(g, "sm_clock_mhz",
+			    device_sm_clock(&r->data.dev) >= 0
+				    ? json_integer(device_sm_clock(&r->data.dev))
+				    : json_null());
+	json_decref(r->env_gpu);
+	r->env_gpu = g;
+}
+
+/* After the calibration: the library (waiting for a build that still runs), then `load`. */
+static int load_candidate(struct run *r)
+{
+	struct ca_diag d = {{0}};
+	struct loop_fail f = {0};
+	json_t *ans = NULL;
+	double t0 = ca_now();
+	if (r->build_bg.pending) {
+		/* The processes started and calibrated while nvcc compiled; now the library. */
+		if (step_build_wait(r)) {
+			step_finish(r, true);
+			return -1;
+		}
+		note_seconds(r, "build_wait", t0);
+		if (copy_build_outputs(r, &d)) {
+			set_reason(r, "internal", "cannot copy the built library into the run "
+				   "directory: %s", d.msg);
+			return -1;
+		}
+	}
+	t0 = ca_now();
+	if (cand_proc_command(&r->proc, WIRE_CMD_LOAD, NULL, &ans, &f)) {
+		reason_from_fail(r, &f);
+		return -1;
+	}
+	note_seconds(r, "load", t0);
+	return 0;
+}
+
 /* Starts the candidate's process: per-run copies of what was built, the slots, the plan and the
  * spawn; then, before any candidate code is loaded, the calibration of the timed loop (trusted:
  * nothing of the candidate runs in the process yet); then the load. */
@@ -420,7 +474,7 @@ int step_start(struct run *r)
 			       ? r->o->worker_timeout_s
 			       : 60.0 + (r->timing_wanted ? 2.0 * r->o->protocol.timing.budget_s : 0);
 	const struct python_runtime *rt = NULL;
-	json_t *plan, *ans = NULL;
+	json_t *plan;
 	int rc, nb = 0;
 
 	if (r->build_bg.pending) {
@@ -451,28 +505,7 @@ int step_start(struct run *r)
 			   worker, native ? "" : " (the reference process)");
 		return -1;
 	}
-	{
-		json_t *g = json_pack("{s:s, s:s, s:i, s:I, s:I}", "gpu", r->data.dev.name,
-				      "pci_bus_id", r->data.dev.pci_bus_id, "sm_count",
-				      r->data.dev.sm_count, "l2_bytes",
-				      (json_int_t)r->data.dev.l2_bytes, "memory_bytes",
-				      (json_int_t)r->data.dev.total_mem);
-		char cc[16], drv[16];
-		snprintf(cc, sizeof cc, "%d.%d", r->data.dev.cc_major, r->data.dev.cc_minor);
-		snprintf(drv, sizeof drv, "%d.%d", r->data.dev.driver_version / 1000,
-			 r->data.dev.driver_version % 1000 / 10);
-		json_object_set_new(g, "compute_capability", json_string(cc));
-		json_object_set_new(g, "cuda_driver", json_string(drv));
-		json_object_set_new(g, "driver", r->data.dev.nvml.driver[0]
-							 ? json_string(r->data.dev.nvml.driver)
-							 : json_null());
-		json_object_set_new(g, "sm_clock_mhz",
-				    device_sm_clock(&r->data.dev) >= 0
-					    ? json_integer(device_sm_clock(&r->data.dev))
-					    : json_null());
-		json_decref(r->env_gpu);
-		r->env_gpu = g;
-	}
+	env_gpu_record(r);
 	plan = make_plan(r);
 	ca_format(plan_path, sizeof plan_path, "%s/plan.json", r->dir);
 	ca_format(r->err_path, sizeof r->err_path, "%s/candidate.stderr", r->dir);
@@ -531,27 +564,7 @@ int step_start(struct run *r)
 		return -1;
 	}
 	note_seconds(r, "start", t0);
-	if (r->build_bg.pending) {
-		/* The processes started and calibrated while nvcc compiled; now the library. */
-		double tw = ca_now();
-		if (step_build_wait(r)) {
-			step_finish(r, true);
-			return -1;
-		}
-		note_seconds(r, "build_wait", tw);
-		if (copy_build_outputs(r, &d)) {
-			set_reason(r, "internal", "cannot copy the built library into the run "
-				   "directory: %s", d.msg);
-			return -1;
-		}
-	}
-	double tl = ca_now();
-	if (cand_proc_command(&r->proc, WIRE_CMD_LOAD, NULL, &ans, &f)) {
-		reason_from_fail(r, &f);
-		return -1;
-	}
-	note_seconds(r, "load", tl);
-	return 0;
+	return load_candidate(r);
 }
 
 /* Ends the candidate's process: `quit` (ca_teardown) when it is healthy, then the sandbox's
