@@ -19,7 +19,8 @@ static const char help[] =
 	"\n"
 	"Runs the evaluation service on one machine (docs/service.md): POST /v1/evaluate takes a\n"
 	"task (a store id or hash, or its files) and a candidate's files and answers the result\n"
-	"JSON; GET /v1/health, GET /metrics (Prometheus), GET /v1/openapi.json. Jobs wait in a\n"
+	"JSON; POST /v1/sessions opens an agent session (a workspace, the tools, finalize);\n"
+	"GET /v1/health, GET /metrics (Prometheus), GET /v1/openapi.json. Jobs wait in a\n"
 	"bounded queue (full: 429 with Retry-After) and run in worker processes, one evaluation at\n"
 	"a time each; a worker that dies is replaced and its job retried once. A request sent again\n"
 	"with the same idempotency key gets the same answer. SIGINT or SIGTERM stops taking\n"
@@ -33,6 +34,8 @@ static const char help[] =
 	"  --gpus LIST         one worker per GPU index in LIST (e.g. 0,1,2,3), each given only\n"
 	"                      its GPU (CUDA_VISIBLE_DEVICES); replaces --workers\n"
 	"  --max-queue N       jobs waiting at most (default 1024)\n"
+	"  --max-sessions N    open agent sessions at most (default 1024)\n"
+	"  --session-idle S    close a session idle for S seconds (default 1800)\n"
 	"  --state DIR         job directories and worker logs (default <cache>/serve)\n"
 	"  --tasks DIR         the task store that task ids and hashes name (see 'tasks --help')\n"
 	"  --python PATH       the torch bridge's Python ($CUDA_AGENT_PYTHON, else python3)\n"
@@ -55,13 +58,15 @@ static int positive(const char *opt, const char *v, long max, long *out)
 int cmd_serve(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_PORT_FILE, O_WORKERS, O_GPUS, O_MAX_QUEUE, O_STATE, O_TASKS,
-	       O_PYTHON, O_DEVICE };
+	       O_PYTHON, O_DEVICE, O_MAX_SESSIONS, O_IDLE };
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
 		{"port-file", required_argument, NULL, O_PORT_FILE},
 		{"workers", required_argument, NULL, O_WORKERS},
 		{"gpus", required_argument, NULL, O_GPUS},
 		{"max-queue", required_argument, NULL, O_MAX_QUEUE},
+		{"max-sessions", required_argument, NULL, O_MAX_SESSIONS},
+		{"session-idle", required_argument, NULL, O_IDLE},
 		{"state", required_argument, NULL, O_STATE},
 		{"tasks", required_argument, NULL, O_TASKS},
 		{"python", required_argument, NULL, O_PYTHON},
@@ -91,6 +96,16 @@ int cmd_serve(int argc, char **argv)
 			if (positive("--max-queue", optarg, 1000000, &n))
 				return EXIT_USAGE;
 			o.max_queue = (size_t)n;
+			break;
+		case O_MAX_SESSIONS:
+			if (positive("--max-sessions", optarg, 1000000, &n))
+				return EXIT_USAGE;
+			o.max_sessions = (size_t)n;
+			break;
+		case O_IDLE:
+			if (positive("--session-idle", optarg, 7 * 86400, &n))
+				return EXIT_USAGE;
+			o.session_idle_s = (double)n;
 			break;
 		case O_STATE: o.state_dir = optarg; break;
 		case O_TASKS: o.tasks = optarg; break;

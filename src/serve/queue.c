@@ -216,6 +216,21 @@ void job_queue_release(struct job_queue *q, struct job *j)
 	pthread_mutex_unlock(&q->mu);
 }
 
+json_t *job_queue_run(struct job_queue *q, enum job_priority prio, json_t *spec, double deadline,
+		      double until, int *rc, struct ca_diag *d)
+{
+	struct job *j = NULL;
+	bool dup;
+	json_t *res;
+	if ((*rc = job_queue_submit(q, "", prio, spec, deadline, &j, &dup, d)))
+		return NULL;
+	res = job_queue_wait(q, j, until);
+	job_queue_release(q, j);
+	if (!res)
+		*rc = ca_fail(d, CA_ERR_TIMEOUT, "no answer by the deadline");
+	return res;
+}
+
 void job_queue_close(struct job_queue *q)
 {
 	pthread_mutex_lock(&q->mu);

@@ -71,6 +71,11 @@ void job_queue_finish(struct job_queue *q, struct job *j, json_t *result);
  * or NULL on time-out. */
 json_t *job_queue_wait(struct job_queue *q, struct job *j, double until);
 void job_queue_release(struct job_queue *q, struct job *j);
+/* Submits spec (stolen; no key) and waits for its answer until `until`: the result (a new
+ * reference), or NULL with CA_ERR_LIMIT (full), CA_ERR_INTERRUPTED (closing) or CA_ERR_TIMEOUT
+ * in *rc and a message in d. */
+json_t *job_queue_run(struct job_queue *q, enum job_priority prio, json_t *spec, double deadline,
+		      double until, int *rc, struct ca_diag *d);
 /* No new jobs; job_queue_take returns NULL to every worker once the queue is empty of them. */
 void job_queue_close(struct job_queue *q);
 void job_queue_counts(struct job_queue *q, size_t *queued, size_t *running, size_t *done);

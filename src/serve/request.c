@@ -229,6 +229,55 @@ out:
 	return rc;
 }
 
+int serve_session_request_parse(struct serve_request *r, const char *body, size_t len,
+				struct ca_diag *d)
+{
+	static const char *const keys[] = {"task", "limits", NULL};
+	static const char *const limit_keys[] = {"bash_timeout_s", "output_cap", NULL};
+	json_error_t je;
+	json_t *root;
+	const json_t *lim, *v;
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	if (len > SERVE_MAX_BODY)
+		return ca_fail(d, CA_ERR_LIMIT, "the body has %zu bytes (at most %u)", len,
+			       SERVE_MAX_BODY);
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return ca_fail(d, CA_ERR_PARSE, "the body is not JSON: %s (line %d, column %d)",
+			       je.text, je.line, je.column);
+	rc = !json_is_object(root) ? ca_fail(d, CA_ERR_INVALID, "the body must be a JSON object")
+				   : known_keys(root, "session", keys, d);
+	if (!rc && !json_object_get(root, "task"))
+		rc = ca_fail(d, CA_ERR_INVALID, "\"task\" is required");
+	if (!rc)
+		rc = parse_task(r, json_object_get(root, "task"), d);
+	lim = json_object_get(root, "limits");
+	if (!rc && lim && (!json_is_object(lim) || known_keys(lim, "limits", limit_keys, d)))
+		rc = ca_fail(d, CA_ERR_INVALID, "%s", json_is_object(lim) ? d->msg
+						   : "\"limits\" must be an object");
+	if (!rc && lim && (v = json_object_get(lim, "bash_timeout_s"))) {
+		if (!json_is_number(v) || !(json_number_value(v) > 0) ||
+		    json_number_value(v) > SERVE_DEADLINE_MAX_S)
+			rc = ca_fail(d, CA_ERR_INVALID, "limits.bash_timeout_s must be in (0, 3600]");
+		else
+			r->bash_timeout_s = json_number_value(v);
+	}
+	if (!rc && lim && (v = json_object_get(lim, "output_cap"))) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1000 ||
+		    json_integer_value(v) > (1 << 20))
+			rc = ca_fail(d, CA_ERR_INVALID, "limits.output_cap must be an integer from "
+							"1000 to 1048576");
+		else
+			r->output_cap = (size_t)json_integer_value(v);
+	}
+	json_decref(root);
+	if (rc)
+		serve_request_free(r);
+	return rc;
+}
+
 static void free_files(struct serve_file *f, size_t *n)
 {
 	for (size_t i = 0; i < *n; i++) {
@@ -245,8 +294,7 @@ void serve_request_free(struct serve_request *r)
 	free_files(r->task_files, &r->ntask_files);
 }
 
-/* Writes files under dir (fresh directories, made as needed). */
-static int write_files(const char *dir, const struct serve_file *f, size_t n, struct ca_diag *d)
+int serve_files_write(const char *dir, const struct serve_file *f, size_t n, struct ca_diag *d)
 {
 	for (size_t i = 0; i < n; i++) {
 		char path[PATH_MAX], parent[PATH_MAX];
@@ -277,12 +325,12 @@ int serve_request_write(const struct serve_request *r, const char *dir, char *ca
 		if (ca_format(task_dir, task_size, "%s/task", dir))
 			return ca_fail(d, CA_ERR_LIMIT, "path too long");
 		if ((rc = ca_mkdirs(task_dir, 0755, d)) ||
-		    (rc = write_files(task_dir, r->task_files, r->ntask_files, d)))
+		    (rc = serve_files_write(task_dir, r->task_files, r->ntask_files, d)))
 			return rc;
 	}
 	if (ca_format(cand, sizeof cand, "%s/candidate", dir))
 		return ca_fail(d, CA_ERR_LIMIT, "path too long");
-	if ((rc = ca_mkdirs(cand, 0755, d)) || (rc = write_files(cand, r->files, r->nfiles, d)))
+	if ((rc = ca_mkdirs(cand, 0755, d)) || (rc = serve_files_write(cand, r->files, r->nfiles, d)))
 		return rc;
 	if (strcmp(r->format, "kernelbench") == 0)
 		return ca_format(cand_path, cand_size, "%s/%s", cand, r->files[0].path)

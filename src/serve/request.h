@@ -51,11 +51,19 @@ struct serve_request {
 	char mode[16];  /* eval, verify, compile */
 	double deadline_s;
 	char key[SERVE_KEY_MAX + 1]; /* "" when none */
+	/* POST /v1/sessions: {"task": ..., "limits"?: {"bash_timeout_s", "output_cap"}} */
+	double bash_timeout_s; /* 0: the tools' default (120 s); at most 3600 */
+	size_t output_cap;     /* 0: the tools' default (30000 bytes); at most 1 MiB */
 };
 
 int serve_request_parse(struct serve_request *r, const char *body, size_t len,
 			struct ca_diag *d);
+/* The body of POST /v1/sessions (task and limits; no candidate). */
+int serve_session_request_parse(struct serve_request *r, const char *body, size_t len,
+				struct ca_diag *d);
 void serve_request_free(struct serve_request *r);
+/* Writes files under dir (made 0755 with the directories the paths need). */
+int serve_files_write(const char *dir, const struct serve_file *f, size_t n, struct ca_diag *d);
 /* Whether path may name a file inside a job directory (see above). */
 bool serve_path_ok(const char *path);
 /* Writes the inline task (when there is one) to DIR/task and the candidate to DIR/candidate

@@ -18,6 +18,7 @@
 #include "serve/metrics.h"
 #include "serve/queue.h"
 #include "serve/request.h"
+#include "serve/sessions.h"
 #include "serve/workers.h"
 #include "store/task_store.h"
 #include "util/buf.h"
@@ -33,6 +34,7 @@ struct serve {
 	struct job_queue q;
 	struct serve_metrics m;
 	struct serve_pool pool;
+	struct session_table sessions;
 	char jobs_dir[PATH_MAX];
 	char token[256]; /* "" when no token is asked for */
 	pthread_mutex_t mu;
@@ -51,6 +53,8 @@ void serve_opts_defaults(struct serve_opts *o)
 	o->workers = 2;
 	o->max_queue = 1024;
 	o->keep_done = 4096;
+	o->max_sessions = 1024;
+	o->session_idle_s = 1800.0;
 	o->device = "auto";
 }
 
@@ -254,6 +258,100 @@ static enum MHD_Result evaluate(struct serve *S, struct MHD_Connection *c, struc
 	return ok;
 }
 
+/* ---- sessions ---------------------------------------------------------------------------------- */
+
+static enum MHD_Result session_new(struct serve *S, struct MHD_Connection *c, struct conn *cc,
+				   unsigned *status)
+{
+	struct serve_request *r = calloc(1, sizeof *r);
+	struct serve_session *s = NULL;
+	struct ca_diag d = {{0}};
+	char task[PATH_MAX] = "";
+	json_t *answer = NULL;
+	int rc;
+	if (!r)
+		return MHD_NO;
+	rc = cc->too_big ? ca_fail(&d, CA_ERR_LIMIT, "the body is larger than 16 MiB")
+			 : serve_session_request_parse(r, cc->body.p ? cc->body.p : "",
+						       cc->body.len, &d);
+	*status = rc == CA_ERR_LIMIT ? 413 : rc ? 400 : 0;
+	if (!rc && r->task_by != SERVE_TASK_INLINE && (rc = stored_task(S, r, task, sizeof task, &d)))
+		*status = rc == CA_ERR_NOTFOUND ? 404 : 503;
+	if (!rc)
+		rc = session_create(&S->sessions, r, task, &s, &answer, status, &d);
+	serve_request_free(r);
+	free(r);
+	if (rc)
+		return respond_error(c, *status,
+				     *status == 400 ? "bad_request" : *status == 404 ? "not_found"
+				     : *status == 413 ? "too_large" : *status == 422 ? "bad_task"
+				     : *status == 429 ? "too_many_sessions" : "unavailable",
+				     d.msg, *status == 429 || *status == 503 ? SERVE_RETRY_AFTER_S : NULL);
+	session_put(&S->sessions, s);
+	return respond_json(c, 200, answer, NULL);
+}
+
+/* /v1/sessions/ID[/finalize | /tools/NAME] */
+static enum MHD_Result session_route(struct serve *S, struct MHD_Connection *c, const char *rest,
+				     const char *method, struct conn *cc, enum serve_endpoint *ep,
+				     unsigned *status)
+{
+	char id[SESSION_ID_LEN + 1];
+	size_t k = strcspn(rest, "/");
+	const char *sub = rest + k;
+	struct serve_session *s;
+	struct ca_diag d = {{0}};
+	json_t *ans = NULL;
+
+	*ep = !*sub ? EP_SESSION_CLOSE : strcmp(sub, "/finalize") == 0 ? EP_FINALIZE : EP_TOOL;
+	if (k == 0 || k > SESSION_ID_LEN || (*ep == EP_TOOL && strncmp(sub, "/tools/", 7) != 0))
+		return *status = 404, respond_error(c, 404, "not_found", "no such endpoint", NULL);
+	snprintf(id, sizeof id, "%.*s", (int)k, rest);
+	if (*ep == EP_SESSION_CLOSE) {
+		if (strcmp(method, "DELETE") != 0)
+			return *status = 405, respond_error(c, 405, "method", "DELETE only", "DELETE");
+		if (session_close(&S->sessions, id))
+			return *status = 404, respond_error(c, 404, "not_found", "no such session",
+							   NULL);
+		*status = 200;
+		return respond_json(c, 200, json_pack("{s:s, s:b}", "session_id", id, "closed", 1),
+				    NULL);
+	}
+	if (strcmp(method, "POST") != 0)
+		return *status = 405, respond_error(c, 405, "method", "POST only", "POST");
+	if (!(s = session_get(&S->sessions, id)))
+		return *status = 404, respond_error(c, 404, "not_found",
+						   "no such session (closed, or idle too long)", NULL);
+	if (*ep == EP_FINALIZE) {
+		ans = session_finalize(&S->sessions, s);
+		*status = 200;
+	} else {
+		json_error_t je;
+		json_t *args = cc->body.len ? json_loadb(cc->body.p, cc->body.len,
+							 JSON_REJECT_DUPLICATES, &je)
+					    : json_object();
+		if (cc->too_big)
+			*status = 413, ca_fail(&d, CA_ERR_LIMIT, "the body is larger than 16 MiB");
+		else if (!json_is_object(args))
+			*status = 400, ca_fail(&d, CA_ERR_INVALID, "the tool's arguments must be a "
+								  "JSON object%s%s",
+					       args ? "" : ": ", args ? "" : je.text);
+		else if ((ans = session_tool(&S->sessions, s, sub + 7, args, status, &d)))
+			*status = 200;
+		json_decref(args);
+	}
+	session_put(&S->sessions, s);
+	if (!ans)
+		return respond_error(c, *status,
+				     *status == 404 ? "unknown_tool" : *status == 413 ? "too_large"
+				     : *status == 400 ? "bad_arguments" : "internal",
+				     d.msg, NULL);
+	if (*ep == EP_FINALIZE)
+		ans = json_pack("{s:o, s:O?}", "result", ans, "reward",
+				json_object_get(ans, "reward"));
+	return respond_json(c, 200, ans, NULL);
+}
+
 /* ---- routing ----------------------------------------------------------------------------------- */
 
 static bool authorized(const struct serve *S, struct MHD_Connection *c)
@@ -314,6 +412,14 @@ static enum MHD_Result route(struct serve *S, struct MHD_Connection *c, const ch
 		*status = 200;
 		return respond(c, 200, "application/json", strdup(serve_openapi_json), NULL);
 	}
+	if (strcmp(url, "/v1/sessions") == 0) {
+		*ep = EP_SESSION_NEW;
+		if (!post)
+			return *status = 405, respond_error(c, 405, "method", "POST only", "POST");
+		return session_new(S, c, cc, status);
+	}
+	if (strncmp(url, "/v1/sessions/", 13) == 0)
+		return session_route(S, c, url + 13, method, cc, ep, status);
 	if (strcmp(url, "/v1/evaluate") == 0) {
 		*ep = EP_EVALUATE;
 		if (!post)
@@ -448,6 +554,16 @@ int serve_run(const struct serve_opts *o, struct ca_diag *d)
 	if ((rc = serve_pool_start(&S->pool, &S->q, &S->m, o->workers, o->gpus, o->python,
 				   o->device, logs, d)))
 		goto out_pool;
+	{
+		char sess[PATH_MAX];
+		if (ca_format(sess, sizeof sess, "%s/sessions", state)) {
+			rc = ca_fail(d, CA_ERR_LIMIT, "state path too long");
+			goto out_pool;
+		}
+		if ((rc = session_table_init(&S->sessions, sess, o->max_sessions, o->session_idle_s,
+					     &S->q, d)))
+			goto out_pool;
+	}
 	mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 				       MHD_USE_ITC | MHD_USE_ERROR_LOG,
 			       0, NULL, NULL, on_request, S, MHD_OPTION_SOCK_ADDR, &sa,
@@ -496,10 +612,12 @@ out_mhd:
 		nanosleep(&ts, NULL);
 	}
 	MHD_stop_daemon(mhd);
+	session_table_destroy(&S->sessions);
 	goto out_queue;
 out_pool:
 	job_queue_close(&S->q);
 	serve_pool_stop(&S->pool);
+	session_table_destroy(&S->sessions);
 out_queue:
 	job_queue_destroy(&S->q);
 out_metrics:

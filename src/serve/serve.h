@@ -2,8 +2,10 @@
  *
  * HTTP (libmicrohttpd, a thread per connection) in front of the job queue (serve/queue.h) and
  * the worker processes (serve/workers.h): POST /v1/evaluate, GET /v1/health, GET /metrics,
- * GET /v1/openapi.json. One machine, the embedded queue; sessions, OpenEnv's protocol and the
- * Redis scale-out of issue 15 are not here yet.
+ * GET /v1/openapi.json, and agent sessions (serve/sessions.h): POST /v1/sessions,
+ * POST /v1/sessions/{id}/tools/{name}, POST /v1/sessions/{id}/finalize, DELETE
+ * /v1/sessions/{id}. One machine, the embedded queue; OpenEnv's protocol and the Redis scale-out
+ * of issue 15 are not here yet.
  *
  * serve_run blocks until SIGINT or SIGTERM: then it stops taking requests, lets the workers
  * finish every queued job (their requests are answered), and returns. */
@@ -23,6 +25,8 @@ struct serve_opts {
 	const char *tasks;     /* the task store for task ids (default: tasks' default) */
 	size_t max_queue;      /* jobs waiting at most (default 1024); more get 429 */
 	size_t keep_done;      /* answers kept for repeated idempotency keys (default 4096) */
+	size_t max_sessions;   /* open sessions at most (default 1024); more get 429 */
+	double session_idle_s; /* a session idle this long is closed (default 1800) */
 	const char *python;    /* the bridge's Python (NULL: $CUDA_AGENT_PYTHON, else python3) */
 	const char *device;    /* the bridge's device (auto) */
 };

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "eval/eval.h"
+#include "workspace/workspace.h"
 #include "util/clock.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -204,6 +205,29 @@ void serve_pool_stop(struct serve_pool *p)
 
 /* ---- the child's side: cuda-agent serve-worker ------------------------------------------------ */
 
+/* A session's workspace (sessions.h), described with this process's warm bridge. */
+static json_t *make_workspace(struct eval_session *s, const json_t *job)
+{
+	struct workspace_opts wo = {0};
+	struct workspace_report rep = {0};
+	struct ca_diag d = {{0}};
+	wo.task_dir = json_string_value(json_object_get(job, "task_dir"));
+	wo.dir = json_string_value(json_object_get(job, "dir"));
+	wo.python = s->python[0] ? s->python : NULL;
+	wo.device = s->device;
+	if (!wo.task_dir || !wo.dir)
+		return serve_env_result("internal", "a workspace job needs task_dir and dir");
+	if (eval_session_warm(s, &d) == 0 && bridge_wait_ready(&s->bridge, 180.0, &d) == 0)
+		wo.bridge = &s->bridge;
+	if (workspace_create(&wo, &rep, &d) != 0)
+		return json_pack("{s:{s:s, s:s}}", "reason", "code",
+				 rep.code[0] && strcmp(rep.code, "usage") != 0 ? rep.code
+										 : "internal",
+				 "message", d.msg);
+	return json_pack("{s:{s:s, s:s}, s:s}", "reason", "code", "ok", "message",
+			 "the workspace is ready", "dir", rep.dir);
+}
+
 static int job_opts(const json_t *job, struct eval_opts *o, struct ca_diag *d)
 {
 	static const char *const modes[] = {"compile", "verify", "profile", "eval"};
@@ -253,7 +277,10 @@ int serve_worker_main(const char *python, const char *device)
 		struct eval_opts o;
 		char *text;
 		memset(&d, 0, sizeof d);
-		if (!json_is_object(job) || job_opts(job, &o, &d))
+		const char *kind = json_string_value(json_object_get(job, "kind"));
+		if (json_is_object(job) && kind && strcmp(kind, "workspace") == 0)
+			result = make_workspace(&s, job);
+		else if (!json_is_object(job) || job_opts(job, &o, &d))
 			result = serve_env_result("internal", d.msg[0] ? d.msg : "a malformed job");
 		else if (eval_run(&s, &o, &result, &d) != 0)
 			result = serve_env_result("internal", d.msg);

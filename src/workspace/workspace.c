@@ -409,7 +409,7 @@ static int write_new(struct layout *l, int which, const char *data, size_t len, 
 static int describe(const struct workspace_opts *o, const struct task *t, struct task_spec *spec,
 		    struct workspace_report *rep, struct ca_diag *d)
 {
-	struct bridge b;
+	struct bridge own, *bp = o->bridge ? o->bridge : &own;
 	char cache[PATH_MAX], log[PATH_MAX];
 	struct bridge_opts bo = {.python = o->python, .device = o->device ? o->device : "auto"};
 	json_t *req = NULL, *res = NULL;
@@ -421,24 +421,24 @@ static int describe(const struct workspace_opts *o, const struct task *t, struct
 	if (ca_log_get_level() < CA_LOG_DEBUG && ca_cache_dir(cache, sizeof cache, NULL) == 0 &&
 	    ca_path_join(log, sizeof log, cache, "bridge.log") == 0)
 		bo.stderr_path = log;
-	rc = bridge_start(&b, &bo, d);
-	started = rc == 0;
+	rc = o->bridge ? 0 : bridge_start(&own, &bo, d);
+	started = rc == 0 && !o->bridge;
 	if (!rc)
-		rc = bridge_wait_ready(&b, 180.0, d);
+		rc = bridge_wait_ready(bp, 180.0, d);
 	if (rc) {
 		ca_strlcpy(rep->code, "env.bridge", sizeof rep->code);
 		rc = ca_fail_prefix(d, rc, "cannot start the torch bridge");
 		goto out;
 	}
 	ca_log_info("describing %s with the torch bridge (torch %s on %s)", t->dir,
-		    b.torch_version, b.device);
+		    bp->torch_version, bp->device);
 	req = json_pack("{s:s, s:I}", "task_dir", t->dir, "seed", (json_int_t)DESCRIBE_SEED);
 	if (!req) {
 		ca_strlcpy(rep->code, "internal", sizeof rep->code);
 		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	rc = bridge_call(&b, "describe", req, 600.0, &res, code, sizeof code, d);
+	rc = bridge_call(bp, "describe", req, 600.0, &res, code, sizeof code, d);
 	if (rc == CA_ERR_INVALID && reason_class_of(code) == REASON_TASK) {
 		ca_strlcpy(rep->code, code, sizeof rep->code);
 		goto out;
@@ -456,7 +456,7 @@ out:
 	json_decref(req);
 	json_decref(res);
 	if (started)
-		bridge_stop(&b);
+		bridge_stop(&own);
 	return rc;
 }
 

@@ -17,13 +17,14 @@
  * leaves nothing behind. Files are created with O_EXCL and never overwrite anything.
  *
  * Ownership: the caller owns opts and report; nothing returned needs freeing. The bridge is
- * started and stopped inside the call. */
+ * started and stopped inside the call unless opts->bridge lends one. */
 #ifndef CA_WORKSPACE_WORKSPACE_H
 #define CA_WORKSPACE_WORKSPACE_H
 
 #include <limits.h>
 #include <stdbool.h>
 
+#include "bridge/bridge.h"
 #include "util/diag.h"
 
 struct workspace_opts {
@@ -31,6 +32,8 @@ struct workspace_opts {
 	const char *dir;      /* the workspace to create: absent, or an empty directory */
 	const char *python;   /* the bridge's Python; NULL: $CUDA_AGENT_PYTHON, else python3 */
 	const char *device;   /* where the bridge runs torch: "auto" (NULL), "cpu", "cuda" */
+	struct bridge *bridge; /* a ready bridge to describe with (borrowed; the service's warm
+				  one); NULL: one is started and stopped for the call */
 };
 
 struct workspace_report {

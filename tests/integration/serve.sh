@@ -39,6 +39,13 @@ cat "$tmp/main.out"
 passed=$((passed + $(grep -c '^ok ' "$tmp/main.out")))
 failed=$((failed + $(grep -c '^FAIL ' "$tmp/main.out")))
 
+for mode in sessions load; do
+  CUDA_AGENT_SERVE_URL="http://127.0.0.1:$port" "$py" tests/integration/serve_client.py $mode >"$tmp/$mode.out" 2>&1
+  cat "$tmp/$mode.out"
+  passed=$((passed + $(grep -c '^ok ' "$tmp/$mode.out")))
+  failed=$((failed + $(grep -c '^FAIL ' "$tmp/$mode.out")))
+done
+
 # The example client of docs/service.md
 run "examples/serve_client.py" 0 "$py" examples/serve_client.py "http://127.0.0.1:$port" \
   tests/data/candidates/tiny_task tests/data/candidates/good
@@ -64,6 +71,14 @@ CUDA_AGENT_SERVE_URL="http://127.0.0.1:$port" "$py" tests/integration/serve_clie
 cat "$tmp/full.out"
 passed=$((passed + $(grep -c '^ok ' "$tmp/full.out")))
 failed=$((failed + $(grep -c '^FAIL ' "$tmp/full.out")))
+kill "$spid"; wait "$spid"
+
+# Two sessions at most, closed after 1 s idle.
+start limits --workers 1 --max-sessions 2 --session-idle 1
+CUDA_AGENT_SERVE_URL="http://127.0.0.1:$port" "$py" tests/integration/serve_client.py limits >"$tmp/limits.out" 2>&1
+cat "$tmp/limits.out"
+passed=$((passed + $(grep -c '^ok ' "$tmp/limits.out")))
+failed=$((failed + $(grep -c '^FAIL ' "$tmp/limits.out")))
 kill "$spid"; wait "$spid"
 
 # The token: every endpoint but health wants it.

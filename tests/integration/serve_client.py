@@ -1,13 +1,15 @@
 """Test client of tests/integration/serve.sh: drives a running `cuda-agent serve` over HTTP
 (stdlib only) and prints one `ok NAME` or `FAIL NAME: why` line per check.
 
-Usage: serve_client.py main|full|token        (the server's URL in $CUDA_AGENT_SERVE_URL)
+Usage: serve_client.py main|full|token|sessions|load|limits
+                                              (the server's URL in $CUDA_AGENT_SERVE_URL)
        serve_client.py kill|drain URL SERVER_PID
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -232,10 +234,133 @@ def token_checks() -> None:
     check("token: 200 with it", status == 200, status)
 
 
+def session(task: dict[str, Any] | None = None, **more: Any) -> tuple[int, Any]:
+    status, _, text = call("POST", "/v1/sessions",
+                           json.dumps({"task": task or {"files": TINY}, **more}).encode())
+    return status, json.loads(text)
+
+
+def tool(sid: str, name: str, args: dict[str, Any]) -> tuple[int, Any]:
+    status, _, text = call("POST", f"/v1/sessions/{sid}/tools/{name}", json.dumps(args).encode())
+    return status, json.loads(text)
+
+
+def session_checks() -> None:
+    status, r = session(limits={"bash_timeout_s": 20, "output_cap": 5000})
+    names = [t["function"]["name"] for t in r.get("tools", [])]
+    check("session: created with the prompt and the tools", status == 200
+          and "INTERFACE" in r["prompt"] and "SKILL" not in r["prompt"][:0]
+          and {"bash", "write_file", "compile", "verify", "profile"} <= set(names), (status, r))
+    sid = r["session_id"]
+    st, a = tool(sid, "write_file", {"path": "kernels/kernel.cu",
+                                     "content": GOOD["kernels/axpb.cu"]})
+    check("session: write_file", st == 200 and a["ok"], a)
+    st, a = tool(sid, "read_file", {"path": "kernels/kernel.cu", "limit_lines": 2})
+    check("session: read_file", st == 200 and a["ok"] and "tiny_task" in a["output"], a)
+    st, a = tool(sid, "write_file", {"path": "../../escape", "content": "x"})
+    check("session: a write outside the workspace is refused", st == 200 and not a["ok"]
+          and "outside" in a["output"], a)
+    st, a = tool(sid, "edit", {"path": "model.py", "old_string": "a", "new_string": "b"})
+    check("session: model.py is read-only", st == 200 and not a["ok"], a)
+    st, a = tool(sid, "bash", {"command": "ls kernels && cat /etc/hostname >/dev/null; echo $?"})
+    check("session: bash in the workspace", st == 200 and a["ok"] and "kernel.cu" in a["output"],
+          a)
+    st, a = tool(sid, "compile", {})
+    check("session: compile", st == 200 and a["ok"] and a["result"]["compiled"] is True, a)
+    st, a = tool(sid, "bash", {"command": "cd kernels && cuda-agent verify --json"})
+    check("session: `cuda-agent verify` inside bash goes through the queue",
+          st == 200 and a["exit_code"] == 4 and '"env.no_gpu"' in a["output"], a)
+    st, a = tool(sid, "nope", {})
+    check("session: an unknown tool is 404", st == 404, (st, a))
+    st, a = tool(sid, "read_file", {"path": 3})
+    check("session: bad arguments are 400", st == 400 and "read_file" in a["error"]["message"],
+          (st, a))
+    status, _, text = call("POST", f"/v1/sessions/{sid}/tools/glob", b"[1]")
+    check("session: arguments that are not an object are 400", status == 400, (status, text))
+    status, _, text = call("POST", f"/v1/sessions/{sid}/finalize", b"")
+    f = json.loads(text)
+    check("session: finalize answers the result and the reward", status == 200
+          and f["result"]["reason"]["code"] == "env.no_gpu" and f["reward"] is None, f)
+    check("session: DELETE closes it", call("DELETE", f"/v1/sessions/{sid}")[0] == 200, "")
+    check("session: a closed session is 404",
+          call("POST", f"/v1/sessions/{sid}/tools/glob", b'{"pattern": "*"}')[0] == 404, "")
+    check("session: a second DELETE is 404", call("DELETE", f"/v1/sessions/{sid}")[0] == 404, "")
+    status, r = session({"files": {"model.py": "this is not python("}})
+    check("session: a broken task is 422", status == 422 and "task." in r["error"]["message"],
+          (status, r))
+    status, r = session({"id": "kernelbench/level1/19_ReLU"})
+    check("session: a stored task by id", status == 200 and r["session_id"].startswith("s-"),
+          (status, r))
+    call("DELETE", f"/v1/sessions/{r.get('session_id')}")
+    for name, body in {"unknown field": {"task": {"files": TINY}, "x": 1},
+                       "bad limits": {"task": {"files": TINY}, "limits": {"output_cap": 5}},
+                       "no task": {}}.items():
+        status, _, text = call("POST", "/v1/sessions", json.dumps(body).encode())
+        check(f"session: 400 for {name}", status == 400, (status, text[:200]))
+
+
+def load_checks() -> None:
+    """256 sessions at once, each doing file tool calls; then 10,000 calls in all."""
+    t0 = time.time()
+    with ThreadPoolExecutor(256) as ex:
+        made = list(ex.map(lambda _: session(), range(256)))
+    sids = [r["session_id"] for s, r in made if s == 200]
+    check(f"256 concurrent sessions created ({time.time() - t0:.1f} s)", len(sids) == 256,
+          [r for s, r in made if s != 200][:2])
+    lat: list[float] = []
+    lock = threading.Lock()
+
+    def work(i: int) -> bool:
+        sid = sids[i % len(sids)]
+        text = f"call {i} of {sid}\n"
+        t = time.perf_counter()
+        s1, a = tool(sid, "write_file", {"path": f"notes/{i}.txt", "content": text})
+        s2, b = tool(sid, "read_file", {"path": f"notes/{i}.txt"})
+        dt = time.perf_counter() - t
+        with lock:
+            lat.append(dt / 2)
+        return s1 == 200 and s2 == 200 and a["ok"] and f"call {i} of {sid}" in b["output"]
+
+    t0 = time.time()
+    with ThreadPoolExecutor(256) as ex:
+        good = sum(ex.map(work, range(5000)))
+    lat.sort()
+    p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+    check(f"10,000 tool calls over 256 sessions: none lost, each its own answer "
+          f"({time.time() - t0:.1f} s; p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms a call)",
+          good == 5000, f"{5000 - good} of 5000 write+read pairs went wrong")
+    # The server's own share, from its histogram (bucket bounds: an upper bound of each quantile)
+    m = call("GET", "/metrics")[2].decode()
+    buckets = [(float(le), int(n)) for le, n in re.findall(
+        r'cuda_agent_request_seconds_bucket\{endpoint="tool",le="([0-9.e+-]+)"\} (\d+)', m)]
+    total = max(n for _, n in buckets) if buckets else 0
+    def q(f: float) -> float:
+        return next((le for le, n in buckets if n >= f * total), float("inf"))
+    check(f"the server's time per tool call: p50 <= {q(0.5) * 1e3:g} ms, p99 <= "
+          f"{q(0.99) * 1e3:g} ms ({total} calls)", total >= 10000, total)
+    with ThreadPoolExecutor(64) as ex:
+        closed = sum(1 for s in ex.map(lambda sid: call("DELETE", f"/v1/sessions/{sid}")[0],
+                                       sids) if s == 200)
+    check("every session closed", closed == 256, closed)
+
+
+def limits_checks() -> None:
+    a, b = session(), session()
+    status, r = session()
+    check("session limit: the third of 2 is 429 with Retry-After", a[0] == b[0] == 200
+          and status == 429, (a[0], b[0], status, r))
+    time.sleep(3.5)  # --session-idle 1: the reaper closes both
+    st, _ = tool(a[1]["session_id"], "glob", {"pattern": "*"})
+    status, r = session()
+    check("idle sessions are reaped (404), and their places freed", st == 404 and status == 200,
+          (st, status, r))
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode in ("kill", "drain"):
         URL = sys.argv[2]
         (kill_checks if mode == "kill" else drain_checks)(int(sys.argv[3]))
     else:
-        {"main": main_checks, "full": full_checks, "token": token_checks}[mode]()
+        {"main": main_checks, "full": full_checks, "token": token_checks,
+         "sessions": session_checks, "load": load_checks, "limits": limits_checks}[mode]()
