@@ -50,7 +50,7 @@ void serve_opts_defaults(struct serve_opts *o)
 {
 	memset(o, 0, sizeof *o);
 	o->listen = "127.0.0.1:8040";
-	o->workers = 2;
+	o->workers = 0; /* auto: one per GPU (each given its own), else 2 */
 	o->max_queue = 1024;
 	o->keep_done = 4096;
 	o->max_sessions = 1024;
@@ -503,6 +503,54 @@ static int parse_listen(const char *s, struct sockaddr_in *sa, struct ca_diag *d
 	return 0;
 }
 
+/* STATE (--state, else <cache>/serve) with jobs/ (emptied) and logs/. */
+static int make_state(struct serve *S, char *state, char *logs, struct ca_diag *d)
+{
+	int rc;
+	if (S->o->state_dir)
+		rc = ca_strlcpy(state, S->o->state_dir, PATH_MAX) ? CA_ERR_LIMIT : 0;
+	else if (!(rc = ca_cache_dir(state, PATH_MAX, d)))
+		rc = ca_path_join(state, PATH_MAX, state, "serve") ? CA_ERR_LIMIT : 0;
+	if (rc || ca_format(S->jobs_dir, sizeof S->jobs_dir, "%s/jobs", state) ||
+	    ca_format(logs, PATH_MAX, "%s/logs", state))
+		return rc ? rc : ca_fail(d, CA_ERR_LIMIT, "state path too long");
+	ca_remove_tree(S->jobs_dir, NULL); /* job directories of a run that ended */
+	/* jobs/ can be crossed but not listed: the sandboxed candidates read their own job's files
+	 * (random names), not the others'. */
+	if ((rc = ca_mkdirs(S->jobs_dir, 0711, d)) || (rc = ca_mkdirs(logs, 0700, d)))
+		return rc;
+	if (chmod(S->jobs_dir, 0711) != 0 || chmod(state, 0711) != 0)
+		return ca_fail(d, CA_ERR_IO, "chmod %s: %s", S->jobs_dir, strerror(errno));
+	return 0;
+}
+
+/* The worker processes: by default one per GPU, each given its own (two evaluations on one GPU
+ * time each other's contexts); 2 without a GPU. */
+static int start_workers(struct serve *S, const char *logs, struct ca_diag *d)
+{
+	const struct serve_opts *o = S->o;
+	char auto_gpus[SERVE_MAX_WORKERS * 4] = "";
+	int ngpu = 0, workers = o->workers;
+	for (int i = 0; i < SERVE_MAX_WORKERS; i++) {
+		char node[32];
+		snprintf(node, sizeof node, "/dev/nvidia%d", i);
+		if (access(node, F_OK) != 0)
+			break;
+		ngpu++;
+		snprintf(auto_gpus + strlen(auto_gpus), sizeof auto_gpus - strlen(auto_gpus), "%s%d",
+			 i ? "," : "", i);
+	}
+	if (!o->gpus && workers > 0 && ngpu > 0)
+		ca_log_warn("serve: %d workers share %d GPU%s: evaluations on one GPU at once "
+			    "disturb each other's timings; --gpus gives each its own",
+			    workers, ngpu, ngpu == 1 ? "" : "s");
+	if (workers <= 0)
+		workers = 2;
+	return serve_pool_start(&S->pool, &S->q, &S->m, workers,
+				o->gpus ? o->gpus : o->workers <= 0 && ngpu ? auto_gpus : NULL,
+				o->python, o->device, logs, d);
+}
+
 int serve_run(const struct serve_opts *o, struct ca_diag *d)
 {
 	struct serve *S = calloc(1, sizeof *S);
@@ -524,24 +572,8 @@ int serve_run(const struct serve_opts *o, struct ca_diag *d)
 		goto out_free;
 	}
 	ca_strlcpy(S->token, token ? token : "", sizeof S->token);
-	if (o->state_dir)
-		rc = ca_strlcpy(state, o->state_dir, sizeof state) ? CA_ERR_LIMIT : 0;
-	else if (!(rc = ca_cache_dir(state, sizeof state, d)))
-		rc = ca_path_join(state, sizeof state, state, "serve") ? CA_ERR_LIMIT : 0;
-	if (rc || ca_format(S->jobs_dir, sizeof S->jobs_dir, "%s/jobs", state) ||
-	    ca_format(logs, sizeof logs, "%s/logs", state)) {
-		rc = rc ? rc : ca_fail(d, CA_ERR_LIMIT, "state path too long");
+	if ((rc = make_state(S, state, logs, d)))
 		goto out_free;
-	}
-	ca_remove_tree(S->jobs_dir, NULL); /* job directories of a run that ended */
-	/* jobs/ can be crossed but not listed: the sandboxed candidates read their own job's files
-	 * (random names), not the others'. */
-	if ((rc = ca_mkdirs(S->jobs_dir, 0711, d)) || (rc = ca_mkdirs(logs, 0700, d)))
-		goto out_free;
-	if (chmod(S->jobs_dir, 0711) != 0 || chmod(state, 0711) != 0) {
-		rc = ca_fail(d, CA_ERR_IO, "chmod %s: %s", S->jobs_dir, strerror(errno));
-		goto out_free;
-	}
 	/* Only this thread takes the signals that end the service. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
@@ -551,8 +583,7 @@ int serve_run(const struct serve_opts *o, struct ca_diag *d)
 	serve_metrics_init(&S->m);
 	if ((rc = job_queue_init(&S->q, o->max_queue, o->keep_done, d)))
 		goto out_metrics;
-	if ((rc = serve_pool_start(&S->pool, &S->q, &S->m, o->workers, o->gpus, o->python,
-				   o->device, logs, d)))
+	if ((rc = start_workers(S, logs, d)))
 		goto out_pool;
 	{
 		char sess[PATH_MAX];

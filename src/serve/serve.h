@@ -19,7 +19,8 @@
 struct serve_opts {
 	const char *listen;    /* "ADDR:PORT" (IPv4), default 127.0.0.1:8040; port 0 picks one */
 	const char *port_file; /* NULL, or a file the bound port is written to once listening */
-	int workers;           /* worker processes without --gpus (default 2) */
+	int workers;           /* worker processes without --gpus (0, the default: one per GPU
+				  of /dev/nvidiaN, each given its own; 2 without a GPU) */
 	const char *gpus;      /* "0,1,...": one worker per GPU, given only that GPU */
 	const char *state_dir; /* job directories and worker logs (default <cache>/serve) */
 	const char *tasks;     /* the task store for task ids (default: tasks' default) */
