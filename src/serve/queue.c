@@ -192,13 +192,7 @@ json_t *job_queue_wait(struct job_queue *q, struct job *j, double until)
 		struct timespec ts;
 		if (left <= 0)
 			break;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)left;
-		ts.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ca_timespec_after(CLOCK_MONOTONIC, left, &ts);
 		pthread_cond_timedwait(&q->done, &q->mu, &ts);
 	}
 	if (j->state == JOB_DONE)

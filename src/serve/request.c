@@ -166,6 +166,23 @@ static int parse_candidate(struct serve_request *r, const json_t *c, struct ca_d
 	return 0;
 }
 
+/* The body as a JSON object with only `keys` (*root NULL or an object to release). */
+static int load_body(const char *body, size_t len, const char *what, const char *const *keys,
+		     json_t **root, struct ca_diag *d)
+{
+	json_error_t je;
+	*root = NULL;
+	if (len > SERVE_MAX_BODY)
+		return ca_fail(d, CA_ERR_LIMIT, "the body has %zu bytes (at most %u)", len,
+			       SERVE_MAX_BODY);
+	if (!(*root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je)))
+		return ca_fail(d, CA_ERR_PARSE, "the body is not JSON: %s (line %d, column %d)",
+			       je.text, je.line, je.column);
+	if (!json_is_object(*root))
+		return ca_fail(d, CA_ERR_INVALID, "the body must be a JSON object");
+	return known_keys(*root, what, keys, d);
+}
+
 int serve_request_parse(struct serve_request *r, const char *body, size_t len,
 			struct ca_diag *d)
 {
@@ -173,7 +190,6 @@ int serve_request_parse(struct serve_request *r, const char *body, size_t len,
 					   "idempotency_key", NULL};
 	static const char *const rules[] = {"cuda-agent", "kernelbench", NULL};
 	static const char *const modes[] = {"eval", "verify", "compile", NULL};
-	json_error_t je;
 	json_t *root;
 	const json_t *v;
 	int rc;
@@ -181,18 +197,7 @@ int serve_request_parse(struct serve_request *r, const char *body, size_t len,
 	memset(r, 0, sizeof *r);
 	strcpy(r->mode, "eval");
 	r->deadline_s = SERVE_DEADLINE_DEFAULT_S;
-	if (len > SERVE_MAX_BODY)
-		return ca_fail(d, CA_ERR_LIMIT, "the body has %zu bytes (at most %u)", len,
-			       SERVE_MAX_BODY);
-	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-	if (!root)
-		return ca_fail(d, CA_ERR_PARSE, "the body is not JSON: %s (line %d, column %d)",
-			       je.text, je.line, je.column);
-	if (!json_is_object(root)) {
-		rc = ca_fail(d, CA_ERR_INVALID, "the body must be a JSON object");
-		goto out;
-	}
-	if ((rc = known_keys(root, "request", keys, d)))
+	if ((rc = load_body(body, len, "request", keys, &root, d)))
 		goto out;
 	if (!json_object_get(root, "task") || !json_object_get(root, "candidate")) {
 		rc = ca_fail(d, CA_ERR_INVALID, "\"task\" and \"candidate\" are required");
@@ -234,21 +239,12 @@ int serve_session_request_parse(struct serve_request *r, const char *body, size_
 {
 	static const char *const keys[] = {"task", "limits", NULL};
 	static const char *const limit_keys[] = {"bash_timeout_s", "output_cap", NULL};
-	json_error_t je;
 	json_t *root;
 	const json_t *lim, *v;
 	int rc;
 
 	memset(r, 0, sizeof *r);
-	if (len > SERVE_MAX_BODY)
-		return ca_fail(d, CA_ERR_LIMIT, "the body has %zu bytes (at most %u)", len,
-			       SERVE_MAX_BODY);
-	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-	if (!root)
-		return ca_fail(d, CA_ERR_PARSE, "the body is not JSON: %s (line %d, column %d)",
-			       je.text, je.line, je.column);
-	rc = !json_is_object(root) ? ca_fail(d, CA_ERR_INVALID, "the body must be a JSON object")
-				   : known_keys(root, "session", keys, d);
+	rc = load_body(body, len, "session", keys, &root, d);
 	if (!rc && !json_object_get(root, "task"))
 		rc = ca_fail(d, CA_ERR_INVALID, "\"task\" is required");
 	if (!rc)

@@ -91,14 +91,7 @@ static void *reaper_main(void *arg)
 	while (!t->stopping) {
 		struct serve_session *dead = NULL;
 		struct timespec ts;
-		double step = t->idle_s / 4 < 5.0 ? t->idle_s / 4 : 5.0;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += (time_t)step;
-		ts.tv_nsec += (long)((step - (double)(time_t)step) * 1e9);
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ca_timespec_after(CLOCK_REALTIME, t->idle_s / 4 < 5.0 ? t->idle_s / 4 : 5.0, &ts);
 		pthread_cond_timedwait(&t->wake, &t->mu, &ts);
 		for (struct serve_session *s = t->head, *next; s; s = next) {
 			next = s->next;
