@@ -7,6 +7,7 @@
 
 #include "util/clock.h"
 #include "util/hash.h"
+#include "util/log.h"
 #include "util/str.h"
 
 int job_queue_init(struct job_queue *q, size_t capacity, size_t keep_done, struct ca_diag *d)
@@ -52,6 +53,29 @@ void job_queue_destroy(struct job_queue *q)
 	pthread_cond_destroy(&q->work);
 	pthread_cond_destroy(&q->done);
 	pthread_mutex_destroy(&q->mu);
+}
+
+static void enqueue_locked(struct job_queue *q, struct job *j)
+{
+	if (q->tail[j->prio])
+		q->tail[j->prio]->next = j;
+	else
+		q->head[j->prio] = j;
+	q->tail[j->prio] = j;
+	q->queued++;
+}
+
+/* The job in the store (before anyone can wait for it): 0 or CA_ERR_IO. */
+static int keep_locked(struct job_queue *q, const struct job *j, struct ca_diag *d)
+{
+	char *spec = json_dumps(j->spec, JSON_COMPACT);
+	struct job_row r = {.key = j->key, .id = j->id, .spec = spec, .prio = (int)j->prio,
+			    .attempts = j->attempts,
+			    .deadline = ca_wall_now() + (j->deadline - ca_now()),
+			    .submitted = ca_wall_now()};
+	int rc = spec ? job_store_put(q->store, &r, d) : ca_fail(d, CA_ERR_NOMEM, "out of memory");
+	free(spec);
+	return rc ? ca_fail(d, CA_ERR_IO, "the job cannot be kept: %s", d->msg) : 0;
 }
 
 static struct job *find_locked(struct job_queue *q, const char *key)
@@ -106,12 +130,11 @@ int job_queue_submit(struct job_queue *q, const char *key, enum job_priority pri
 	j->submitted = ca_now();
 	j->deadline = deadline;
 	j->refs = 2; /* the queue's, the caller's */
-	if (q->tail[prio])
-		q->tail[prio]->next = j;
-	else
-		q->head[prio] = j;
-	q->tail[prio] = j;
-	q->queued++;
+	if (j->key[0] && q->store && (rc = keep_locked(q, j, d))) {
+		job_free(j);
+		goto out;
+	}
+	enqueue_locked(q, j);
 	q->index[q->nindex++] = j;
 	*out = j;
 	pthread_cond_signal(&q->work);
@@ -149,6 +172,8 @@ struct job *job_queue_take(struct job_queue *q)
 	return j;
 }
 
+static void done_locked(struct job_queue *q, struct job *j);
+
 void job_queue_finish(struct job_queue *q, struct job *j, json_t *result)
 {
 	pthread_mutex_lock(&q->mu);
@@ -161,6 +186,23 @@ void job_queue_finish(struct job_queue *q, struct job *j, json_t *result)
 		q->running--;
 	j->state = JOB_DONE;
 	j->result = result;
+	if (j->key[0] && q->store) {
+		struct ca_diag d = {{0}};
+		char *text = json_dumps(result, JSON_COMPACT | JSON_ENCODE_ANY);
+		if (!text || job_store_finish(q->store, j->key, text, j->attempts, &d) ||
+		    (q->store->finished % 64 == 0 && job_store_prune(q->store, q->keep_done, &d)))
+			ca_log_warn("serve: job %s's answer is not kept on disk: %s", j->id,
+				    text ? d.msg : "out of memory");
+		free(text);
+	}
+	done_locked(q, j);
+	pthread_cond_broadcast(&q->done);
+	pthread_mutex_unlock(&q->mu);
+}
+
+/* A finished job into the done list (for its key), the oldest forgotten beyond keep_done. */
+static void done_locked(struct job_queue *q, struct job *j)
+{
 	if (j->key[0] && q->keep_done > 0) {
 		if (q->done_tail)
 			q->done_tail->done_next = j;
@@ -179,8 +221,74 @@ void job_queue_finish(struct job_queue *q, struct job *j, json_t *result)
 	} else {
 		unindex_locked(q, j); /* no key: nobody can ask for it again */
 	}
-	pthread_cond_broadcast(&q->done);
+}
+
+struct restore {
+	struct job_queue *q;
+	size_t requeued;
+	struct ca_diag *d;
+};
+
+static int restore_row(const struct job_row *r, void *ctx)
+{
+	struct restore *rs = ctx;
+	struct job_queue *q = rs->q;
+	struct job *j;
+	json_t *spec = json_loads(r->spec, 0, NULL);
+	json_t *result = r->result ? json_loads(r->result, JSON_DECODE_ANY, NULL) : NULL;
+	if (!spec || (r->result && !result)) { /* a damaged row: skip it */
+		json_decref(spec);
+		json_decref(result);
+		return 0;
+	}
+	if (q->nindex == q->index_cap) {
+		struct job **bigger = realloc(q->index, 2 * q->index_cap * sizeof *bigger);
+		if (!bigger) {
+			json_decref(spec);
+			json_decref(result);
+			return ca_fail(rs->d, CA_ERR_NOMEM, "out of memory restoring jobs");
+		}
+		q->index = bigger;
+		q->index_cap *= 2;
+	}
+	if (!(j = calloc(1, sizeof *j))) {
+		json_decref(spec);
+		json_decref(result);
+		return ca_fail(rs->d, CA_ERR_NOMEM, "out of memory restoring jobs");
+	}
+	ca_strlcpy(j->id, r->id, sizeof j->id);
+	ca_strlcpy(j->key, r->key, sizeof j->key);
+	j->prio = r->prio == JOB_PRIO_HIGH ? JOB_PRIO_HIGH : JOB_PRIO_NORMAL;
+	j->spec = spec;
+	j->attempts = r->attempts;
+	j->submitted = ca_now() - (ca_wall_now() - r->submitted);
+	j->deadline = ca_now() + (r->deadline - ca_wall_now());
+	j->refs = 1; /* the queue's */
+	q->index[q->nindex++] = j;
+	if (result) {
+		j->state = JOB_DONE;
+		j->result = result;
+		done_locked(q, j);
+	} else {
+		enqueue_locked(q, j);
+		rs->requeued++;
+	}
+	return 0;
+}
+
+int job_queue_restore(struct job_queue *q, struct job_store *store, size_t *requeued,
+		      struct ca_diag *d)
+{
+	struct restore rs = {.q = q, .d = d};
+	int rc;
+	pthread_mutex_lock(&q->mu);
+	q->store = store;
+	rc = job_store_load(store, restore_row, &rs, d);
+	if (rs.requeued)
+		pthread_cond_broadcast(&q->work);
 	pthread_mutex_unlock(&q->mu);
+	*requeued = rs.requeued;
+	return rc;
 }
 
 json_t *job_queue_wait(struct job_queue *q, struct job *j, double until)

@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "serve/jobstore.h"
 #include "serve/request.h"
 #include "util/diag.h"
 
@@ -50,14 +51,21 @@ struct job_queue {
 	size_t ndone, keep_done;
 	bool closing;
 	unsigned long long seq;
+	struct job_store *store; /* NULL: nothing kept on disk */
 };
 
 /* capacity: jobs queued (not running) at most; keep_done: finished jobs kept for repeated
  * requests (the oldest are forgotten first). */
 int job_queue_init(struct job_queue *q, size_t capacity, size_t keep_done, struct ca_diag *d);
 void job_queue_destroy(struct job_queue *q);
+/* From now on jobs with a key are kept in store (borrowed; serve/jobstore.h), and the jobs it
+ * holds come back: unanswered ones queued again (their deadlines as they were, on the wall
+ * clock), answered ones for their keys. *requeued: how many were queued again. */
+int job_queue_restore(struct job_queue *q, struct job_store *store, size_t *requeued,
+		      struct ca_diag *d);
 /* Queues spec (stolen) as a new job, or, when key names a job the queue still has, returns that
- * one with *dup true (spec is released). CA_ERR_LIMIT when the queue is full, CA_ERR_INTERRUPTED when
+ * one with *dup true (spec is released). CA_ERR_IO when the job store cannot keep it,
+ * CA_ERR_LIMIT when the queue is full, CA_ERR_INTERRUPTED when
  * it is closing. *out is a new reference. */
 int job_queue_submit(struct job_queue *q, const char *key, enum job_priority prio, json_t *spec,
 		     double deadline, struct job **out, bool *dup, struct ca_diag *d);

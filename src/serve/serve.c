@@ -2,6 +2,7 @@
 #include "serve/serve.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include "serve/jobstore.h"
 #include "serve/metrics.h"
 #include "serve/queue.h"
 #include "serve/request.h"
@@ -35,6 +37,7 @@ struct serve {
 	struct serve_metrics m;
 	struct serve_pool pool;
 	struct session_table sessions;
+	struct job_store store;
 	char jobs_dir[PATH_MAX];
 	char token[256]; /* "" when no token is asked for */
 	pthread_mutex_t mu;
@@ -503,7 +506,7 @@ static int parse_listen(const char *s, struct sockaddr_in *sa, struct ca_diag *d
 	return 0;
 }
 
-/* STATE (--state, else <cache>/serve) with jobs/ (emptied) and logs/. */
+/* STATE (--state, else <cache>/serve) with jobs/ and logs/. */
 static int make_state(struct serve *S, char *state, char *logs, struct ca_diag *d)
 {
 	int rc;
@@ -514,13 +517,51 @@ static int make_state(struct serve *S, char *state, char *logs, struct ca_diag *
 	if (rc || ca_format(S->jobs_dir, sizeof S->jobs_dir, "%s/jobs", state) ||
 	    ca_format(logs, PATH_MAX, "%s/logs", state))
 		return rc ? rc : ca_fail(d, CA_ERR_LIMIT, "state path too long");
-	ca_remove_tree(S->jobs_dir, NULL); /* job directories of a run that ended */
 	/* jobs/ can be crossed but not listed: the sandboxed candidates read their own job's files
 	 * (random names), not the others'. */
 	if ((rc = ca_mkdirs(S->jobs_dir, 0711, d)) || (rc = ca_mkdirs(logs, 0700, d)))
 		return rc;
 	if (chmod(S->jobs_dir, 0711) != 0 || chmod(state, 0711) != 0)
 		return ca_fail(d, CA_ERR_IO, "chmod %s: %s", S->jobs_dir, strerror(errno));
+	return 0;
+}
+
+/* The jobs a run that ended left (jobstore.h): queued again, and every job directory no queued
+ * job names removed. */
+static int restore_jobs(struct serve *S, const char *state, struct ca_diag *d)
+{
+	char path[PATH_MAX];
+	size_t requeued = 0;
+	DIR *dir;
+	struct dirent *e;
+	int rc;
+	if (ca_format(path, sizeof path, "%s/jobs.sqlite", state))
+		return ca_fail(d, CA_ERR_LIMIT, "state path too long");
+	if ((rc = job_store_open(&S->store, path, d)) ||
+	    (rc = job_queue_restore(&S->q, &S->store, &requeued, d)))
+		return rc;
+	if (requeued)
+		ca_log_info("serve: %zu job%s of the last run queued again", requeued,
+			    requeued == 1 ? "" : "s");
+	if (!(dir = opendir(S->jobs_dir)))
+		return 0;
+	while ((e = readdir(dir))) {
+		bool wanted = false;
+		if (e->d_name[0] == '.')
+			continue;
+		if (ca_format(path, sizeof path, "%s/%s", S->jobs_dir, e->d_name))
+			continue;
+		pthread_mutex_lock(&S->q.mu);
+		for (size_t i = 0; i < S->q.nindex && !wanted; i++) {
+			const char *jd = json_string_value(json_object_get(S->q.index[i]->spec,
+									  "job_dir"));
+			wanted = S->q.index[i]->state != JOB_DONE && jd && strcmp(jd, path) == 0;
+		}
+		pthread_mutex_unlock(&S->q.mu);
+		if (!wanted)
+			ca_remove_tree(path, NULL);
+	}
+	closedir(dir);
 	return 0;
 }
 
@@ -583,6 +624,8 @@ int serve_run(const struct serve_opts *o, struct ca_diag *d)
 	serve_metrics_init(&S->m);
 	if ((rc = job_queue_init(&S->q, o->max_queue, o->keep_done, d)))
 		goto out_metrics;
+	if ((rc = restore_jobs(S, state, d)))
+		goto out_queue;
 	if ((rc = start_workers(S, logs, d)))
 		goto out_pool;
 	{
@@ -651,6 +694,7 @@ out_pool:
 	session_table_destroy(&S->sessions);
 out_queue:
 	job_queue_destroy(&S->q);
+	job_store_close(&S->store);
 out_metrics:
 	serve_metrics_destroy(&S->m);
 out_free:

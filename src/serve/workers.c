@@ -105,7 +105,8 @@ static json_t *run_job(struct serve_slot *s, struct job *j)
 		struct ca_diag d = {{0}};
 		json_t *res;
 		int rc;
-		j->attempts = a + 1; /* read by others only once the job is finished */
+		if (a > 0)
+			j->attempts++; /* read by others only once the job is finished */
 		if (!s->running && slot_spawn(s, &d)) {
 			snprintf(msg, sizeof msg, "cannot start an evaluation worker: %s", d.msg);
 			return serve_env_result("env.no_worker", msg);

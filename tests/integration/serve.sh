@@ -5,6 +5,8 @@
 # by stored task id and by inline task; a PyTorch-format candidate evaluated in full on the CPU
 # protocol; hostile and malformed requests, each a 4xx with a message; the token; idempotency
 # keys (one evaluation, one answer); 64 concurrent compile requests with none lost or doubled;
+# agent sessions (tools, compile/verify through the queue, finalize, close, limits, the idle
+# reaper) and 10,000 tool calls over 256 sessions; a server killed with jobs queued (none lost);
 # a full queue answering 429 with Retry-After; a worker killed with SIGKILL mid-job (the job is
 # retried on a fresh worker and answered once); SIGTERM with jobs queued (every one answered).
 # Prints "N passed, N failed" last; exits nonzero on any failure.
@@ -71,6 +73,18 @@ CUDA_AGENT_SERVE_URL="http://127.0.0.1:$port" "$py" tests/integration/serve_clie
 cat "$tmp/full.out"
 passed=$((passed + $(grep -c '^ok ' "$tmp/full.out")))
 failed=$((failed + $(grep -c '^FAIL ' "$tmp/full.out")))
+kill "$spid"; wait "$spid"
+
+# A server killed with three keyed jobs in it: the next one on the same state runs them, and
+# the clients' retries get their answers.
+start persist --workers 1
+"$py" tests/integration/serve_client.py restart-before "http://127.0.0.1:$port" "$spid" >"$tmp/rb.out" 2>&1
+wait "$spid" 2>/dev/null
+start persist --workers 1
+CUDA_AGENT_SERVE_URL="http://127.0.0.1:$port" "$py" tests/integration/serve_client.py restart-after >"$tmp/ra.out" 2>&1
+cat "$tmp/rb.out" "$tmp/ra.out"
+passed=$((passed + $(cat "$tmp/rb.out" "$tmp/ra.out" | grep -c '^ok ')))
+failed=$((failed + $(cat "$tmp/rb.out" "$tmp/ra.out" | grep -c '^FAIL ')))
 kill "$spid"; wait "$spid"
 
 # Two sessions at most, closed after 1 s idle.

@@ -1,9 +1,9 @@
 """Test client of tests/integration/serve.sh: drives a running `cuda-agent serve` over HTTP
 (stdlib only) and prints one `ok NAME` or `FAIL NAME: why` line per check.
 
-Usage: serve_client.py main|full|token|sessions|load|limits
+Usage: serve_client.py main|full|token|sessions|load|limits|restart-after
                                               (the server's URL in $CUDA_AGENT_SERVE_URL)
-       serve_client.py kill|drain URL SERVER_PID
+       serve_client.py kill|drain|restart-before URL SERVER_PID
 """
 from __future__ import annotations
 
@@ -344,6 +344,38 @@ def load_checks() -> None:
     check("every session closed", closed == 256, closed)
 
 
+def restart_before(server_pid: int) -> None:
+    """Three keyed jobs (one running, two queued), then the server is killed with SIGKILL."""
+    def one(i: int) -> None:
+        try:
+            evaluate(torch_full(idempotency_key=f"persist{i}"))
+        except Exception:  # the server dies under it: the client will retry
+            pass
+
+    ts = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(3)]
+    for t in ts:
+        t.start()
+    h: dict[str, Any] = {}
+    for _ in range(500):
+        h = json.loads(call("GET", "/v1/health")[2])
+        if h["running"] + h["queued"] >= 3:
+            break
+        time.sleep(0.02)
+    check("restart: three keyed jobs in the server", h.get("running", 0) + h.get("queued", 0) == 3,
+          h)
+    os.kill(server_pid, signal.SIGKILL)
+
+
+def restart_after() -> None:
+    h = json.loads(call("GET", "/v1/health")[2])
+    check("restart: the jobs are back", h["running"] + h["queued"] == 3, h)
+    with ThreadPoolExecutor(3) as ex:
+        got = list(ex.map(lambda i: evaluate(torch_full(idempotency_key=f"persist{i}")), range(3)))
+    check("restart: every job answered after the retry, by its first job",
+          all(s == 200 and r["reason"]["code"] == "ok" and r["job"]["repeated"] for s, r in got),
+          [(s, r.get("reason"), r.get("job")) if isinstance(r, dict) else (s, r) for s, r in got])
+
+
 def limits_checks() -> None:
     a, b = session(), session()
     status, r = session()
@@ -358,9 +390,11 @@ def limits_checks() -> None:
 
 if __name__ == "__main__":
     mode = sys.argv[1]
-    if mode in ("kill", "drain"):
+    if mode in ("kill", "drain", "restart-before"):
         URL = sys.argv[2]
-        (kill_checks if mode == "kill" else drain_checks)(int(sys.argv[3]))
+        {"kill": kill_checks, "drain": drain_checks,
+         "restart-before": restart_before}[mode](int(sys.argv[3]))
     else:
         {"main": main_checks, "full": full_checks, "token": token_checks,
-         "sessions": session_checks, "load": load_checks, "limits": limits_checks}[mode]()
+         "sessions": session_checks, "load": load_checks, "limits": limits_checks,
+         "restart-after": restart_after}[mode]()

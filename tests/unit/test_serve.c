@@ -333,6 +333,71 @@ static void test_queue_threads(void **state)
 	job_queue_destroy(&q);
 }
 
+/* Jobs with a key outlive the queue (jobstore.h): the unanswered come back queued, the answered
+ * with their answers; jobs without a key are not kept. */
+static void test_queue_restore(void **state)
+{
+	char dir[] = "/tmp/ca-test-jobstore-XXXXXX", db[64];
+	struct job_queue q;
+	struct job_store st;
+	struct ca_diag d = {{0}};
+	struct job *a, *b, *c, *t;
+	size_t requeued = 0;
+	bool dup;
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(db, sizeof db, "%s/jobs.sqlite", dir);
+	assert_int_equal(job_store_open(&st, db, &d), 0);
+	assert_int_equal(job_queue_init(&q, 8, 8, &d), 0);
+	assert_int_equal(job_queue_restore(&q, &st, &requeued, &d), 0);
+	assert_int_equal(requeued, 0);
+	assert_int_equal(job_queue_submit(&q, "done", JOB_PRIO_NORMAL, spec(1), ca_now() + 60, &a,
+					  &dup, &d), 0);
+	assert_int_equal(job_queue_submit(&q, "pending", JOB_PRIO_HIGH, spec(2), ca_now() + 60, &b,
+					  &dup, &d), 0);
+	assert_int_equal(job_queue_submit(&q, "", JOB_PRIO_NORMAL, spec(3), ca_now() + 60, &c, &dup,
+					  &d), 0);
+	t = job_queue_take(&q); /* "pending" (high) starts, and the server dies */
+	assert_ptr_equal(t, b);
+	job_queue_release(&q, t);
+	t = job_queue_take(&q);
+	assert_ptr_equal(t, a);
+	job_queue_finish(&q, t, json_string("answer"));
+	job_queue_release(&q, t);
+	char a_id[24];
+	snprintf(a_id, sizeof a_id, "%s", a->id);
+	job_queue_release(&q, a);
+	job_queue_release(&q, b);
+	job_queue_release(&q, c);
+	job_queue_destroy(&q);
+	job_store_close(&st);
+
+	/* the next run */
+	assert_int_equal(job_store_open(&st, db, &d), 0);
+	assert_int_equal(job_queue_init(&q, 8, 8, &d), 0);
+	assert_int_equal(job_queue_restore(&q, &st, &requeued, &d), 0);
+	assert_int_equal(requeued, 1); /* "pending"; the keyless one is gone */
+	t = job_queue_take(&q);
+	assert_non_null(t);
+	assert_string_equal(t->key, "pending");
+	assert_int_equal(json_integer_value(json_object_get(t->spec, "n")), 2);
+	assert_int_equal(t->attempts, 1); /* counted from the last run's start, not kept as 0 */
+	assert_true(t->deadline > ca_now() + 50 && t->deadline < ca_now() + 61);
+	job_queue_finish(&q, t, json_string("late"));
+	job_queue_release(&q, t);
+	assert_int_equal(job_queue_submit(&q, "done", JOB_PRIO_NORMAL, spec(9), ca_now() + 60, &a,
+					  &dup, &d), 0);
+	assert_true(dup);
+	assert_string_equal(a->id, a_id);
+	json_t *res = job_queue_wait(&q, a, ca_now());
+	assert_string_equal(json_string_value(res), "answer");
+	json_decref(res);
+	job_queue_release(&q, a);
+	job_queue_destroy(&q);
+	job_store_close(&st);
+	ca_remove_tree(dir, NULL);
+}
+
 static void test_metrics_text(void **state)
 {
 	struct serve_metrics m;
@@ -370,6 +435,7 @@ int main(void)
 		cmocka_unit_test(test_queue_capacity_and_order),
 		cmocka_unit_test(test_queue_idempotency),
 		cmocka_unit_test(test_queue_threads),
+		cmocka_unit_test(test_queue_restore),
 		cmocka_unit_test(test_metrics_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
