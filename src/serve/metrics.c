@@ -11,8 +11,8 @@ static const double bounds[METRICS_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025
 					       0.25,  0.5,    1,     2.5,  5,     10,   30,
 					       60,    300,    600};
 static const char *const endpoints[EP_COUNT] = {"evaluate", "session_new", "tool", "finalize",
-						"session_close", "health", "metrics", "openapi",
-						"other"};
+						"session_close", "openenv", "health", "metrics",
+						"openapi", "other"};
 /* The steps of a result's "seconds", and "queue" (the wait before a worker took the job). */
 static const char *const steps[METRICS_STEPS] = {"queue", "build", "describe", "start",
 						 "verify", "timing", "baselines", "finish", "total"};

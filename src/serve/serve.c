@@ -182,83 +182,202 @@ static int make_spec(const struct serve *S, const struct serve_request *r, json_
 	return *spec ? 0 : ca_fail(d, CA_ERR_NOMEM, "out of memory");
 }
 
-static enum MHD_Result evaluate(struct serve *S, struct MHD_Connection *c, struct conn *cc,
-				unsigned *status)
+/* Error codes of the answers below, by HTTP status. */
+static const char *error_code(unsigned status, int parse_rc)
+{
+	switch (status) {
+	case 400: return parse_rc == CA_ERR_PARSE ? "bad_json" : "bad_request";
+	case 404: return "not_found";
+	case 413: return "too_large";
+	case 429: return "queue_full";
+	case 503: return "unavailable";
+	default: return "internal";
+	}
+}
+
+/* POST /v1/evaluate's work, shared with OpenEnv's /step: the body parsed, its job run (or the
+ * job of its key joined). The answer (the result with "job"), or NULL with *status, *code and
+ * a message in d. */
+static json_t *run_evaluate(struct serve *S, const char *body, size_t len, const char *hkey,
+			    unsigned *status, const char **code, struct ca_diag *d)
 {
 	struct serve_request *r = calloc(1, sizeof *r);
-	struct ca_diag d = {{0}};
-	const char *hkey = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
 	json_t *spec = NULL, *res;
 	struct job *j = NULL;
 	bool dup = false;
-	enum MHD_Result ok;
+	double deadline;
 	int rc;
 
-	if (!r)
-		return MHD_NO;
-	if (cc->too_big || cc->body.err) {
-		*status = 413;
-		free(r);
-		return respond_error(c, 413, "too_large", "the body is larger than 16 MiB", NULL);
+	*code = "internal";
+	if (!r) {
+		*status = 500;
+		ca_fail(d, CA_ERR_NOMEM, "out of memory");
+		return NULL;
 	}
-	rc = serve_request_parse(r, cc->body.p ? cc->body.p : "", cc->body.len, &d);
-	if (rc) {
+	if ((rc = serve_request_parse(r, body, len, d))) {
 		*status = rc == CA_ERR_LIMIT ? 413 : 400;
+		*code = error_code(*status, rc);
 		free(r);
-		return respond_error(c, *status, rc == CA_ERR_PARSE ? "bad_json" : "bad_request",
-				     d.msg, NULL);
+		return NULL;
 	}
 	if (hkey && (strlen(hkey) == 0 || strlen(hkey) > SERVE_KEY_MAX)) {
 		*status = 400;
+		*code = "bad_request";
+		ca_fail(d, CA_ERR_INVALID, "the idempotency key must be 1 to 128 bytes");
 		serve_request_free(r);
 		free(r);
-		return respond_error(c, 400, "bad_request", "Idempotency-Key must be 1 to 128 bytes",
-				     NULL);
+		return NULL;
 	}
 	if (hkey)
 		ca_strlcpy(r->key, hkey, sizeof r->key);
-	rc = make_spec(S, r, &spec, status, &d);
+	rc = make_spec(S, r, &spec, status, d);
 	if (!rc) {
-		const char *dir = json_string_value(json_object_get(spec, "job_dir"));
 		char keep[PATH_MAX];
-		ca_strlcpy(keep, dir, sizeof keep);
+		ca_strlcpy(keep, json_string_value(json_object_get(spec, "job_dir")), sizeof keep);
 		rc = job_queue_submit(&S->q, r->key, JOB_PRIO_NORMAL, spec, ca_now() + r->deadline_s,
-				      &j, &dup, &d);
+				      &j, &dup, d);
 		if (rc || dup)
 			ca_remove_tree(keep, NULL); /* nothing of ours runs from it */
-		*status = rc == CA_ERR_LIMIT ? 429 : rc == CA_ERR_INTERRUPTED ? 503 : 500;
+		*status = rc == CA_ERR_LIMIT ? 429 : rc == CA_ERR_INTERRUPTED || rc == CA_ERR_IO ? 503
+											: 500;
 		if (rc == CA_ERR_LIMIT)
 			serve_metrics_count(&S->m, &S->m.rejected_full);
 	}
-	double deadline = ca_now() + r->deadline_s + SERVE_GRACE_S + 5.0;
+	deadline = ca_now() + r->deadline_s + SERVE_GRACE_S + 5.0;
 	serve_request_free(r);
 	free(r);
-	if (rc)
-		return respond_error(c, *status,
-				     *status == 404 ? "not_found"
-				     : *status == 429 ? "queue_full"
-				     : *status == 503 ? "unavailable"
-						      : "internal",
-				     d.msg, *status == 429 || *status == 503 ? SERVE_RETRY_AFTER_S : NULL);
+	if (rc) {
+		*code = error_code(*status, rc);
+		return NULL;
+	}
 	res = job_queue_wait(&S->q, j, dup ? j->deadline + SERVE_GRACE_S + 5.0 : deadline);
 	if (!res) {
 		*status = 504;
 		res = serve_env_result("env.deadline",
 				       "the request's deadline passed before its job was answered");
 	} else {
-		*status = 200;
 		json_t *copy = json_deep_copy(res); /* the queue's copy may be sent to others */
 		json_decref(res);
-		if (!(res = copy)) {
-			job_queue_release(&S->q, j);
-			return MHD_NO;
-		}
+		res = copy;
+		*status = res ? 200 : 500;
+	}
+	if (res)
 		json_object_set_new(res, "job", json_pack("{s:s, s:b, s:i}", "id", j->id, "repeated",
 							  dup, "attempts", j->attempts));
-	}
 	job_queue_release(&S->q, j);
-	ok = respond_json(c, *status, res, NULL);
-	return ok;
+	return res;
+}
+
+static enum MHD_Result evaluate(struct serve *S, struct MHD_Connection *c, struct conn *cc,
+				unsigned *status)
+{
+	struct ca_diag d = {{0}};
+	const char *code;
+	json_t *res;
+	if (cc->too_big || cc->body.err) {
+		*status = 413;
+		return respond_error(c, 413, "too_large", "the body is larger than 16 MiB", NULL);
+	}
+	res = run_evaluate(S, cc->body.p ? cc->body.p : "", cc->body.len,
+			   MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key"), status,
+			   &code, &d);
+	if (!res)
+		return respond_error(c, *status, code, d.msg,
+				     *status == 429 || *status == 503 ? SERVE_RETRY_AFTER_S : NULL);
+	return respond_json(c, *status, res, NULL);
+}
+
+/* ---- OpenEnv's HTTP protocol (docs/service.md, "OpenEnv") --------------------------------------- */
+
+/* POST /step {"action": <an evaluate request>, "timeout_s"?, "request_id"?, ...}: one evaluation,
+ * an episode of one step: {"observation": {"result"}, "reward", "done": true, "metadata"}. */
+static enum MHD_Result openenv_step(struct serve *S, struct MHD_Connection *c, struct conn *cc,
+				    unsigned *status)
+{
+	struct ca_diag d = {{0}};
+	json_error_t je;
+	json_t *body = cc->too_big ? NULL : json_loadb(cc->body.p ? cc->body.p : "", cc->body.len,
+						       JSON_REJECT_DUPLICATES, &je);
+	const json_t *action = json_object_get(body, "action");
+	const json_t *rid = json_object_get(body, "request_id");
+	const char *code;
+	char *text;
+	json_t *res, *job;
+
+	if (cc->too_big) {
+		*status = 413;
+		return respond_error(c, 413, "too_large", "the body is larger than 16 MiB", NULL);
+	}
+	if (!json_is_object(action) || (rid && !json_is_string(rid))) {
+		json_decref(body);
+		*status = 400;
+		return respond_error(c, 400, "bad_request",
+				     "expected {\"action\": {\"task\": ..., \"candidate\": ...}} "
+				     "(/schema has the action's schema); request_id is a string",
+				     NULL);
+	}
+	text = json_dumps(action, JSON_COMPACT);
+	res = text ? run_evaluate(S, text, strlen(text), rid ? json_string_value(rid) : NULL, status,
+				  &code, &d)
+		   : NULL;
+	free(text);
+	json_decref(body);
+	if (!res)
+		return respond_error(c, *status, code, d.msg,
+				     *status == 429 || *status == 503 ? SERVE_RETRY_AFTER_S : NULL);
+	job = json_incref(json_object_get(res, "job"));
+	json_object_del(res, "job");
+	*status = 200;
+	return respond_json(c, 200,
+			    json_pack("{s:{s:o}, s:O?, s:b, s:{s:o}}", "observation", "result", res,
+				      "reward", json_object_get(res, "reward"), "done", 1, "metadata",
+				      "job", job),
+			    NULL);
+}
+
+static enum MHD_Result openenv(struct serve *S, struct MHD_Connection *c, const char *url,
+			       bool get, bool post, struct conn *cc, unsigned *status)
+{
+	if (strcmp(url, "/step") == 0) {
+		if (!post)
+			return *status = 405, respond_error(c, 405, "method", "POST only", "POST");
+		return openenv_step(S, c, cc, status);
+	}
+	if (strcmp(url, "/reset") == 0 && !post)
+		return *status = 405, respond_error(c, 405, "method", "POST only", "POST");
+	if (strcmp(url, "/reset") != 0 && !get)
+		return *status = 405, respond_error(c, 405, "method", "GET only", "GET");
+	*status = 200;
+	if (strcmp(url, "/reset") == 0)
+		return respond_json(
+			c, 200,
+			json_pack("{s:{s:s}, s:n, s:b}", "observation", "prompt",
+				  "Each episode is one evaluation: send /step with an action "
+				  "{\"task\": {\"id\" | \"hash\" | \"files\"}, \"candidate\": "
+				  "{\"format\", \"files\"}} (the body of POST /v1/evaluate); the "
+				  "observation is the result and the reward the result's reward. "
+				  "Multi-turn agents use the sessions of /v1/sessions.",
+				  "reward", "done", 0),
+			NULL);
+	if (strcmp(url, "/state") == 0)
+		return respond_json(c, 200, json_pack("{s:n, s:i}", "episode_id", "step_count", 0),
+				    NULL);
+	if (strcmp(url, "/health") == 0)
+		return respond_json(c, 200, json_pack("{s:s}", "status", "healthy"), NULL);
+	{ /* /schema: the action is an evaluate request (from the OpenAPI document) */
+		json_t *api = json_loads(serve_openapi_json, 0, NULL);
+		json_t *req = json_deep_copy(json_object_get(
+			json_object_get(json_object_get(api, "components"), "schemas"),
+			"EvaluateRequest"));
+		json_decref(api);
+		return respond_json(
+			c, 200,
+			json_pack("{s:o?, s:{s:s, s:{s:{s:s}, s:{s:[ss]}, s:{s:s}}}, s:{s:s}}",
+				  "action", req, "observation", "type", "object", "properties",
+				  "result", "type", "object", "reward", "type", "number", "null",
+				  "done", "type", "boolean", "state", "type", "object"),
+			NULL);
+	}
 }
 
 /* ---- sessions ---------------------------------------------------------------------------------- */
@@ -393,6 +512,10 @@ static enum MHD_Result route(struct serve *S, struct MHD_Connection *c, const ch
 					      (json_int_t)running),
 				    NULL);
 	}
+	if (strcmp(url, "/health") == 0) { /* OpenEnv's, open like ours */
+		*ep = EP_OPENENV;
+		return openenv(S, c, url, get, post, cc, status);
+	}
 	if (!authorized(S, c))
 		return *status = 401, respond_error(c, 401, "unauthorized",
 						   "a bearer token is required "
@@ -414,6 +537,11 @@ static enum MHD_Result route(struct serve *S, struct MHD_Connection *c, const ch
 			return *status = 405, respond_error(c, 405, "method", "GET only", "GET");
 		*status = 200;
 		return respond(c, 200, "application/json", strdup(serve_openapi_json), NULL);
+	}
+	if (strcmp(url, "/reset") == 0 || strcmp(url, "/step") == 0 || strcmp(url, "/state") == 0 ||
+	    strcmp(url, "/schema") == 0 || strcmp(url, "/health") == 0) {
+		*ep = EP_OPENENV;
+		return openenv(S, c, url, get, post, cc, status);
 	}
 	if (strcmp(url, "/v1/sessions") == 0) {
 		*ep = EP_SESSION_NEW;

@@ -143,6 +143,27 @@ def main_checks() -> None:
                                  for s, r in got) and len(ids) == 64,
           [(s, r.get("reason")) for s, r in got if s != 200 or r["reason"]["code"] != "ok"][:3])
 
+    # OpenEnv's HTTP protocol: an episode is one evaluation
+    h = json.loads(call("GET", "/health")[2])
+    st = json.loads(call("GET", "/state")[2])
+    sc = json.loads(call("GET", "/schema")[2])
+    check("openenv: health, state, schema", h == {"status": "healthy"}
+          and st == {"episode_id": None, "step_count": 0}
+          and {"task", "candidate"} <= set(sc["action"]["properties"])
+          and "observation" in sc and "state" in sc, (h, st, list(sc)))
+    status, _, text = call("POST", "/reset", b"{}")
+    check("openenv: reset", status == 200 and json.loads(text)["done"] is False
+          and "/step" in json.loads(text)["observation"]["prompt"], text[:200])
+    status, _, text = call("POST", "/step", json.dumps(
+        {"action": native({"files": TINY}, GOOD), "timeout_s": 60}).encode())
+    o = json.loads(text)
+    check("openenv: step evaluates the action", status == 200 and o["done"] is True
+          and o["reward"] is None and o["observation"]["result"]["reason"]["code"] == "env.no_gpu"
+          and o["metadata"]["job"]["id"].startswith("j-"), o)
+    status, _, text = call("POST", "/step", json.dumps({"action": {"task": 1}}).encode())
+    check("openenv: a bad action is 400", status == 400, (status, text[:200]))
+    check("openenv: GET /step is 405", call("GET", "/step")[0] == 405, "")
+
     status, _, text = call("GET", "/metrics")
     m = text.decode()
     check("metrics: results by reason, requests, steps",
