@@ -1,5 +1,6 @@
 /* serve: the HTTP side of `cuda-agent serve` (serve.h). */
 #include "serve/serve.h"
+#include "serve/serve_int.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -29,26 +30,6 @@
 #include "util/log.h"
 #include "util/str.h"
 
-#define SERVE_RETRY_AFTER_S "5"
-
-struct serve {
-	const struct serve_opts *o;
-	struct job_queue q;
-	struct serve_metrics m;
-	struct serve_pool pool;
-	struct session_table sessions;
-	struct job_store store;
-	char jobs_dir[PATH_MAX];
-	char token[256]; /* "" when no token is asked for */
-	pthread_mutex_t mu;
-	int in_flight; /* handlers between their request and their answer */
-};
-
-struct conn {
-	struct ca_buf body;
-	bool too_big;
-};
-
 void serve_opts_defaults(struct serve_opts *o)
 {
 	memset(o, 0, sizeof *o);
@@ -63,7 +44,7 @@ void serve_opts_defaults(struct serve_opts *o)
 
 /* ---- responses --------------------------------------------------------------------------------- */
 
-static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type,
+enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type,
 			       char *text, const char *retry_after)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text,
@@ -81,7 +62,7 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const 
 	return ok;
 }
 
-static enum MHD_Result respond_json(struct MHD_Connection *c, unsigned status, json_t *body,
+enum MHD_Result respond_json(struct MHD_Connection *c, unsigned status, json_t *body,
 				    const char *retry_after)
 {
 	char *text = json_dumps(body, JSON_COMPACT);
@@ -92,7 +73,7 @@ static enum MHD_Result respond_json(struct MHD_Connection *c, unsigned status, j
 }
 
 /* extra: the Retry-After value (429, 503) or the Allow value (405). */
-static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, const char *code,
+enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, const char *code,
 				     const char *message, const char *extra)
 {
 	return respond_json(c, status,
@@ -198,7 +179,7 @@ static const char *error_code(unsigned status, int parse_rc)
 /* POST /v1/evaluate's work, shared with OpenEnv's /step: the body parsed, its job run (or the
  * job of its key joined). The answer (the result with "job"), or NULL with *status, *code and
  * a message in d. */
-static json_t *run_evaluate(struct serve *S, const char *body, size_t len, const char *hkey,
+json_t *run_evaluate(struct serve *S, const char *body, size_t len, const char *hkey,
 			    unsigned *status, const char **code, struct ca_diag *d)
 {
 	struct serve_request *r = calloc(1, sizeof *r);
@@ -285,99 +266,6 @@ static enum MHD_Result evaluate(struct serve *S, struct MHD_Connection *c, struc
 		return respond_error(c, *status, code, d.msg,
 				     *status == 429 || *status == 503 ? SERVE_RETRY_AFTER_S : NULL);
 	return respond_json(c, *status, res, NULL);
-}
-
-/* ---- OpenEnv's HTTP protocol (docs/service.md, "OpenEnv") --------------------------------------- */
-
-/* POST /step {"action": <an evaluate request>, "timeout_s"?, "request_id"?, ...}: one evaluation,
- * an episode of one step: {"observation": {"result"}, "reward", "done": true, "metadata"}. */
-static enum MHD_Result openenv_step(struct serve *S, struct MHD_Connection *c, struct conn *cc,
-				    unsigned *status)
-{
-	struct ca_diag d = {{0}};
-	json_error_t je;
-	json_t *body = cc->too_big ? NULL : json_loadb(cc->body.p ? cc->body.p : "", cc->body.len,
-						       JSON_REJECT_DUPLICATES, &je);
-	const json_t *action = json_object_get(body, "action");
-	const json_t *rid = json_object_get(body, "request_id");
-	const char *code;
-	char *text;
-	json_t *res, *job;
-
-	if (cc->too_big) {
-		*status = 413;
-		return respond_error(c, 413, "too_large", "the body is larger than 16 MiB", NULL);
-	}
-	if (!json_is_object(action) || (rid && !json_is_string(rid))) {
-		json_decref(body);
-		*status = 400;
-		return respond_error(c, 400, "bad_request",
-				     "expected {\"action\": {\"task\": ..., \"candidate\": ...}} "
-				     "(/schema has the action's schema); request_id is a string",
-				     NULL);
-	}
-	text = json_dumps(action, JSON_COMPACT);
-	res = text ? run_evaluate(S, text, strlen(text), rid ? json_string_value(rid) : NULL, status,
-				  &code, &d)
-		   : NULL;
-	free(text);
-	json_decref(body);
-	if (!res)
-		return respond_error(c, *status, code, d.msg,
-				     *status == 429 || *status == 503 ? SERVE_RETRY_AFTER_S : NULL);
-	job = json_incref(json_object_get(res, "job"));
-	json_object_del(res, "job");
-	*status = 200;
-	return respond_json(c, 200,
-			    json_pack("{s:{s:o}, s:O?, s:b, s:{s:o}}", "observation", "result", res,
-				      "reward", json_object_get(res, "reward"), "done", 1, "metadata",
-				      "job", job),
-			    NULL);
-}
-
-static enum MHD_Result openenv(struct serve *S, struct MHD_Connection *c, const char *url,
-			       bool get, bool post, struct conn *cc, unsigned *status)
-{
-	if (strcmp(url, "/step") == 0) {
-		if (!post)
-			return *status = 405, respond_error(c, 405, "method", "POST only", "POST");
-		return openenv_step(S, c, cc, status);
-	}
-	if (strcmp(url, "/reset") == 0 && !post)
-		return *status = 405, respond_error(c, 405, "method", "POST only", "POST");
-	if (strcmp(url, "/reset") != 0 && !get)
-		return *status = 405, respond_error(c, 405, "method", "GET only", "GET");
-	*status = 200;
-	if (strcmp(url, "/reset") == 0)
-		return respond_json(
-			c, 200,
-			json_pack("{s:{s:s}, s:n, s:b}", "observation", "prompt",
-				  "Each episode is one evaluation: send /step with an action "
-				  "{\"task\": {\"id\" | \"hash\" | \"files\"}, \"candidate\": "
-				  "{\"format\", \"files\"}} (the body of POST /v1/evaluate); the "
-				  "observation is the result and the reward the result's reward. "
-				  "Multi-turn agents use the sessions of /v1/sessions.",
-				  "reward", "done", 0),
-			NULL);
-	if (strcmp(url, "/state") == 0)
-		return respond_json(c, 200, json_pack("{s:n, s:i}", "episode_id", "step_count", 0),
-				    NULL);
-	if (strcmp(url, "/health") == 0)
-		return respond_json(c, 200, json_pack("{s:s}", "status", "healthy"), NULL);
-	{ /* /schema: the action is an evaluate request (from the OpenAPI document) */
-		json_t *api = json_loads(serve_openapi_json, 0, NULL);
-		json_t *req = json_deep_copy(json_object_get(
-			json_object_get(json_object_get(api, "components"), "schemas"),
-			"EvaluateRequest"));
-		json_decref(api);
-		return respond_json(
-			c, 200,
-			json_pack("{s:o?, s:{s:s, s:{s:{s:s}, s:{s:[ss]}, s:{s:s}}}, s:{s:s}}",
-				  "action", req, "observation", "type", "object", "properties",
-				  "result", "type", "object", "reward", "type", "number", "null",
-				  "done", "type", "boolean", "state", "type", "object"),
-			NULL);
-	}
 }
 
 /* ---- sessions ---------------------------------------------------------------------------------- */
