@@ -228,10 +228,9 @@ void step_profile_result(struct run *r)
 
 json_t *new_result(const struct eval_opts *o)
 {
-	static const char *const modes[] = {"compile", "verify", "profile", "eval"};
 	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s}, s:s, s:n, s:n, s:n, s:n, "
 			 "s:{s:s, s:s}}",
-			 "schema", CA_RESULT_SCHEMA, "mode", modes[o->mode], "task", "dir",
+			 "schema", CA_RESULT_SCHEMA, "mode", eval_mode_name(o->mode), "task", "dir",
 			 o->task_dir ? o->task_dir : "", "candidate", "format", "native", "dir",
 			 o->candidate_dir ? o->candidate_dir : "", "rules",
 			 torch_profile_name(o->rules), "reward", "reward_continuous", "compiled",

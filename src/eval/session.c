@@ -8,6 +8,23 @@
 #include "util/log.h"
 #include "util/str.h"
 
+static const char *const mode_names[] = {"compile", "verify", "profile", "eval"};
+
+const char *eval_mode_name(enum eval_mode m)
+{
+	return (unsigned)m < 4 ? mode_names[m] : "eval";
+}
+
+int eval_mode_parse(const char *name, enum eval_mode *m)
+{
+	for (int i = 0; name && i < 4; i++)
+		if (strcmp(name, mode_names[i]) == 0) {
+			*m = (enum eval_mode)i;
+			return 0;
+		}
+	return CA_ERR_INVALID;
+}
+
 void eval_opts_defaults(struct eval_opts *o)
 {
 	const char *env = getenv("CUDA_AGENT_SANDBOX");

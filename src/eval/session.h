@@ -16,6 +16,10 @@
 #include "util/diag.h"
 
 enum eval_mode { EVAL_COMPILE, EVAL_VERIFY, EVAL_PROFILE, EVAL_FULL };
+/* The mode's name in results and jobs: compile, verify, profile, eval. */
+const char *eval_mode_name(enum eval_mode m);
+/* The mode of a name: 0, or CA_ERR_INVALID. */
+int eval_mode_parse(const char *name, enum eval_mode *m);
 
 /* When the candidate and a baseline are re-timed interleaved before the reward is decided
  * (docs/evaluation.md, "Decisions at the thresholds"): when the speed-up's interval holds the

@@ -250,9 +250,9 @@ int serve_session_request_parse(struct serve_request *r, const char *body, size_
 	if (!rc)
 		rc = parse_task(r, json_object_get(root, "task"), d);
 	lim = json_object_get(root, "limits");
-	if (!rc && lim && (!json_is_object(lim) || known_keys(lim, "limits", limit_keys, d)))
-		rc = ca_fail(d, CA_ERR_INVALID, "%s", json_is_object(lim) ? d->msg
-						   : "\"limits\" must be an object");
+	if (!rc && lim)
+		rc = json_is_object(lim) ? known_keys(lim, "limits", limit_keys, d)
+					 : ca_fail(d, CA_ERR_INVALID, "\"limits\" must be an object");
 	if (!rc && lim && (v = json_object_get(lim, "bash_timeout_s"))) {
 		if (!json_is_number(v) || !(json_number_value(v) > 0) ||
 		    json_number_value(v) > SERVE_DEADLINE_MAX_S)

@@ -367,7 +367,6 @@ static int session_shim(void *arg, const char *line, char **output, int *exit_co
 	struct shim_arg *a = arg;
 	enum eval_mode mode;
 	bool as_json;
-	static const char *const modes[] = {"compile", "verify", "profile", "eval"};
 	if (!agent_eval_command(line, &mode, &as_json)) {
 		*output = strdup("cuda-agent: in the agent's workspace the commands are "
 				 "`cuda-agent compile`, `cuda-agent verify` and `cuda-agent profile`, "
@@ -375,7 +374,8 @@ static int session_shim(void *arg, const char *line, char **output, int *exit_co
 		*exit_code = 2;
 		return 0;
 	}
-	json_t *ans = eval_answer(session_eval(a->t, a->s, modes[mode], JOB_PRIO_NORMAL), as_json);
+	json_t *ans = eval_answer(session_eval(a->t, a->s, eval_mode_name(mode), JOB_PRIO_NORMAL),
+				  as_json);
 	*output = strdup(json_string_value(json_object_get(ans, "output")));
 	*exit_code = (int)json_integer_value(json_object_get(ans, "exit_code"));
 	json_decref(ans);
@@ -397,7 +397,6 @@ json_t *session_tool(struct session_table *t, struct serve_session *s, const cha
 	int rc;
 	json_t *a;
 
-	__atomic_add_fetch(&s->tool_calls, 1, __ATOMIC_RELAXED);
 	if (strcmp(name, "compile") == 0 || strcmp(name, "verify") == 0 ||
 	    strcmp(name, "profile") == 0) {
 		if (json_object_size(args) != 0) {
@@ -410,8 +409,8 @@ json_t *session_tool(struct session_table *t, struct serve_session *s, const cha
 	if (is_bash && json_is_string(json_object_get(args, "command")) &&
 	    agent_eval_command(json_string_value(json_object_get(args, "command")), &mode,
 			       &as_json)) {
-		static const char *const modes[] = {"compile", "verify", "profile", "eval"};
-		return eval_answer(session_eval(t, s, modes[mode], JOB_PRIO_NORMAL), as_json);
+		return eval_answer(session_eval(t, s, eval_mode_name(mode), JOB_PRIO_NORMAL),
+				   as_json);
 	}
 	if (is_bash)
 		pthread_mutex_lock(&s->bash);

@@ -41,7 +41,6 @@ struct serve_session {
 	double last_used;     /* monotonic */
 	int refs;
 	bool closed;
-	unsigned long tool_calls;
 	struct serve_session *next;
 };
 

@@ -231,7 +231,6 @@ static json_t *make_workspace(struct eval_session *s, const json_t *job)
 
 static int job_opts(const json_t *job, struct eval_opts *o, struct ca_diag *d)
 {
-	static const char *const modes[] = {"compile", "verify", "profile", "eval"};
 	const char *mode = json_string_value(json_object_get(job, "mode"));
 	const char *fmt = json_string_value(json_object_get(job, "format"));
 	const char *rules = json_string_value(json_object_get(job, "rules"));
@@ -241,10 +240,8 @@ static int job_opts(const json_t *job, struct eval_opts *o, struct ca_diag *d)
 	o->candidate_dir = json_string_value(json_object_get(job, "candidate"));
 	if (!o->task_dir || !o->candidate_dir || !fmt || !mode)
 		return ca_fail(d, CA_ERR_INVALID, "a job needs task_dir, candidate, format, mode");
-	o->mode = EVAL_FULL;
-	for (int i = 0; i < 4; i++)
-		if (strcmp(mode, modes[i]) == 0)
-			o->mode = (enum eval_mode)i;
+	if (eval_mode_parse(mode, &o->mode))
+		return ca_fail(d, CA_ERR_INVALID, "a job's mode is compile, verify, profile or eval");
 	if ((rc = candidate_format_parse(fmt, &o->format, d)))
 		return rc;
 	if (rules && rules[0])

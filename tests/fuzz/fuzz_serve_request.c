@@ -1,6 +1,6 @@
-/* libFuzzer target: the body of POST /v1/evaluate (src/serve/request.c), as the service reads it
- * from the network. Whatever parses must name only files inside a job directory, within the
- * caps; the bytes are also tried as a file name. */
+/* libFuzzer target: the bodies of POST /v1/evaluate and POST /v1/sessions (src/serve/
+ * request.c), as the service reads them from the network. Whatever parses must name only files
+ * inside a job or session directory, within the caps; the bytes are also tried as a file name. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +46,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_files(r->files, r->nfiles);
 		check_files(r->task_files, r->ntask_files);
 		if (r->nfiles == 0 || !(r->deadline_s > 0) || strlen(r->key) > SERVE_KEY_MAX)
+			abort();
+		serve_request_free(r);
+	}
+	if (serve_session_request_parse(r, (const char *)data, size, &d) == 0) {
+		check_files(r->task_files, r->ntask_files);
+		if (r->nfiles != 0 || r->bash_timeout_s < 0 || r->bash_timeout_s > SERVE_DEADLINE_MAX_S ||
+		    (r->output_cap && (r->output_cap < 1000 || r->output_cap > (1u << 20))))
 			abort();
 		serve_request_free(r);
 	}
