@@ -16,7 +16,7 @@ WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wconversion $
 CPPFLAGS = -D_GNU_SOURCE -Isrc -I$(BUILD)/include $(CUDA_INC) -MMD -MP
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c17 $(WARNINGS) -fno-strict-aliasing
-LDLIBS   := -ljansson -lmicrohttpd -lcurl -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
+LDLIBS   := -ljansson -lmicrohttpd -lhiredis -lcurl -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 CORE_DIRS := util tensor task build bridge protocol device eval store import sandbox report bench workspace agent serve
@@ -168,6 +168,7 @@ test-integration: all
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/protocol_cpu.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/workspace.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/serve.sh
+	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/integration/fleet.sh
 	CA_BUILD="$(abspath $(BUILD))" PYTHON="$(PYTHON)" bash tests/agent/solve.sh
 
 # The HTML report drawn by headless Chromium: its DOM and a screenshot checked against a fixture's

@@ -1,5 +1,6 @@
-/* cuda-agent serve: the evaluation service (src/serve/serve.h, docs/service.md); and
- * `cuda-agent serve-worker`, its worker process (started by serve, not by hand).
+/* cuda-agent serve: the evaluation service (src/serve/serve.h, docs/service.md); `cuda-agent
+ * worker --redis URL`, a GPU node of a fleet (src/serve/fleet.h); and `cuda-agent serve-worker`,
+ * the worker process both start (not by hand).
  *
  * Exit codes (docs/cli.md): 0 stopped by SIGINT/SIGTERM after the queued jobs; 2 usage; 4 the
  * address cannot be bound or the state directory cannot be made. */
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "serve/fleet.h"
 #include "serve/serve.h"
 #include "serve/workers.h"
 #include "util/log.h"
@@ -39,6 +41,9 @@ static const char help[] =
 	"  --session-idle S    close a session idle for S seconds (default 1800)\n"
 	"  --state DIR         job directories and worker logs (default <cache>/serve)\n"
 	"  --tasks DIR         the task store that task ids and hashes name (see 'tasks --help')\n"
+	"  --redis URL         run no workers here: send the jobs to the fleet's nodes through\n"
+	"                      Redis (redis://HOST[:PORT][/DB] or unix:///PATH; each node runs\n"
+	"                      `cuda-agent worker --redis URL`); several servers may share one\n"
 	"  --python PATH       the torch bridge's Python ($CUDA_AGENT_PYTHON, else python3)\n"
 	"  --device D          where the bridge runs the reference: auto (default), cuda, cpu\n"
 	"  -q, --quiet         no log lines\n"
@@ -56,10 +61,30 @@ static int positive(const char *opt, const char *v, long max, long *out)
 	return 0;
 }
 
+static int device_ok(const char *cmd, const char *v)
+{
+	if (strcmp(v, "auto") && strcmp(v, "cuda") && strcmp(v, "cpu")) {
+		fprintf(stderr, "cuda-agent %s: --device is auto, cuda or cpu\n", cmd);
+		return -1;
+	}
+	return 0;
+}
+
+static int redis_ok(const char *cmd, const char *v)
+{
+	struct redis_url u;
+	struct ca_diag d = {{0}};
+	if (redis_url_parse(v, &u, &d)) {
+		fprintf(stderr, "cuda-agent %s: --redis: %s\n", cmd, d.msg);
+		return -1;
+	}
+	return 0;
+}
+
 int cmd_serve(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_PORT_FILE, O_WORKERS, O_GPUS, O_MAX_QUEUE, O_STATE, O_TASKS,
-	       O_PYTHON, O_DEVICE, O_MAX_SESSIONS, O_IDLE };
+	       O_PYTHON, O_DEVICE, O_MAX_SESSIONS, O_IDLE, O_REDIS };
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
 		{"port-file", required_argument, NULL, O_PORT_FILE},
@@ -72,6 +97,7 @@ int cmd_serve(int argc, char **argv)
 		{"tasks", required_argument, NULL, O_TASKS},
 		{"python", required_argument, NULL, O_PYTHON},
 		{"device", required_argument, NULL, O_DEVICE},
+		{"redis", required_argument, NULL, O_REDIS},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -112,11 +138,14 @@ int cmd_serve(int argc, char **argv)
 		case O_TASKS: o.tasks = optarg; break;
 		case O_PYTHON: o.python = optarg; break;
 		case O_DEVICE:
-			if (strcmp(optarg, "auto") && strcmp(optarg, "cuda") && strcmp(optarg, "cpu")) {
-				fprintf(stderr, "cuda-agent serve: --device is auto, cuda or cpu\n");
+			if (device_ok("serve", optarg))
 				return EXIT_USAGE;
-			}
 			o.device = optarg;
+			break;
+		case O_REDIS:
+			if (redis_ok("serve", optarg))
+				return EXIT_USAGE;
+			o.redis = optarg;
 			break;
 		case 'q': ca_log_set_level(CA_LOG_QUIET); break;
 		case 'h': printf("%s%s", usage, help); return EXIT_OK;
@@ -144,4 +173,105 @@ int cmd_serve_worker(int argc, char **argv)
 			device = argv[i + 1];
 	}
 	return serve_worker_main(python, device);
+}
+
+static const char worker_usage[] = "usage: cuda-agent worker --redis URL [options]\n";
+
+static const char worker_help[] =
+	"\n"
+	"A GPU node of a fleet (docs/service.md, \"Scale-out\"): takes the jobs that `cuda-agent\n"
+	"serve --redis URL` queues in Redis (the stream ca:jobs, consumer group ca-workers), runs\n"
+	"them on its worker processes, one evaluation at a time per GPU, and stores each answer\n"
+	"under its key. A job a dead node held is taken over once it has not been renewed for\n"
+	"--reclaim-after seconds. Baselines measured here go to the fleet's table, and the\n"
+	"fleet's come here, so every node rewards against the same numbers. SIGINT or SIGTERM\n"
+	"finishes the jobs it holds, then exits.\n"
+	"\n"
+	"options:\n"
+	"  --redis URL          the fleet's Redis (redis://[:PASSWORD@]HOST[:PORT][/DB] or\n"
+	"                       unix:///PATH; or the password in $CUDA_AGENT_REDIS_PASSWORD)\n"
+	"  --workers N          worker processes (default: one per GPU, given only its GPU; 2 on\n"
+	"                       a machine without one)\n"
+	"  --gpus LIST          one worker per GPU index in LIST, each given only its GPU\n"
+	"  --reclaim-after S    take over a job another node has not renewed for S seconds\n"
+	"                       (default 60; a node renews its jobs every S/4 seconds)\n"
+	"  --name NAME          this node's name in the consumer group (default host-pid)\n"
+	"  --state DIR          job directories and worker logs (default <cache>/worker)\n"
+	"  --python PATH        the torch bridge's Python ($CUDA_AGENT_PYTHON, else python3)\n"
+	"  --device D           where the bridge runs the reference: auto (default), cuda, cpu\n"
+	"  -q, --quiet          no log lines\n"
+	"  -h, --help           this help\n";
+
+int cmd_worker(int argc, char **argv)
+{
+	enum { O_REDIS = 256, O_WORKERS, O_GPUS, O_RECLAIM, O_NAME, O_STATE, O_PYTHON, O_DEVICE };
+	static const struct option longopts[] = {
+		{"redis", required_argument, NULL, O_REDIS},
+		{"workers", required_argument, NULL, O_WORKERS},
+		{"gpus", required_argument, NULL, O_GPUS},
+		{"reclaim-after", required_argument, NULL, O_RECLAIM},
+		{"name", required_argument, NULL, O_NAME},
+		{"state", required_argument, NULL, O_STATE},
+		{"python", required_argument, NULL, O_PYTHON},
+		{"device", required_argument, NULL, O_DEVICE},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct fleet_node_opts o;
+	struct ca_diag d = {{0}};
+	long n;
+	int ch, rc;
+
+	fleet_node_opts_defaults(&o);
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case O_REDIS:
+			if (redis_ok("worker", optarg))
+				return EXIT_USAGE;
+			o.redis_url = optarg;
+			break;
+		case O_WORKERS:
+			if (positive("--workers", optarg, SERVE_MAX_WORKERS, &n))
+				return EXIT_USAGE;
+			o.workers = (int)n;
+			break;
+		case O_GPUS: o.gpus = optarg; break;
+		case O_RECLAIM:
+			if (positive("--reclaim-after", optarg, 86400, &n))
+				return EXIT_USAGE;
+			o.reclaim_s = (double)n;
+			break;
+		case O_NAME:
+			if (!optarg[0] || strlen(optarg) > 64 || strspn(optarg, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(optarg)) {
+				fprintf(stderr, "cuda-agent worker: --name is 1 to 64 of [A-Za-z0-9._-]\n");
+				return EXIT_USAGE;
+			}
+			o.consumer = optarg;
+			break;
+		case O_STATE: o.state_dir = optarg; break;
+		case O_PYTHON: o.python = optarg; break;
+		case O_DEVICE:
+			if (device_ok("worker", optarg))
+				return EXIT_USAGE;
+			o.device = optarg;
+			break;
+		case 'q': ca_log_set_level(CA_LOG_QUIET); break;
+		case 'h': printf("%s%s", worker_usage, worker_help); return EXIT_OK;
+		default:
+			fprintf(stderr, "%sTry 'cuda-agent worker --help'.\n", worker_usage);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc || !o.redis_url) {
+		fprintf(stderr, "%s%s\n", worker_usage,
+			optind < argc ? "unexpected argument" : "--redis URL is required");
+		return EXIT_USAGE;
+	}
+	if ((rc = fleet_node_run(&o, &d)) != 0) {
+		fprintf(stderr, "cuda-agent worker: %s\n", d.msg);
+		return rc == CA_ERR_INVALID ? EXIT_USAGE : EXIT_ENV;
+	}
+	return EXIT_OK;
 }

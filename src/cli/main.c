@@ -39,6 +39,7 @@ static const char main_usage[] =
 	"  report RESULTS.jsonl...       the benchmark report (table, --html FILE)\n"
 	"  baselines export|import       the baseline table as JSON lines, shared by a fleet\n"
 	"  serve [--listen ADDR:PORT]    the evaluation service over HTTP (docs/service.md)\n"
+	"  worker --redis URL            a GPU node serving the jobs of `serve --redis URL`\n"
 	"  version                       print versions\n"
 	"\n"
 	"Run 'cuda-agent <command> --help' for a command's options.\n"
@@ -386,6 +387,8 @@ int main(int argc, char **argv)
 		return cmd_baselines(argc - 1, argv + 1);
 	if (strcmp(argv[1], "serve") == 0)
 		return cmd_serve(argc - 1, argv + 1);
+	if (strcmp(argv[1], "worker") == 0)
+		return cmd_worker(argc - 1, argv + 1);
 	if (strcmp(argv[1], "serve-worker") == 0)
 		return cmd_serve_worker(argc - 1, argv + 1);
 	fprintf(stderr, "cuda-agent: unknown command '%s'\n%s", argv[1], main_usage);

@@ -395,9 +395,10 @@ static enum MHD_Result route(struct serve *S, struct MHD_Connection *c, const ch
 		job_queue_counts(&S->q, &queued, &running, &done);
 		*status = 200;
 		return respond_json(c, 200,
-				    json_pack("{s:s, s:i, s:I, s:I}", "status", "ok", "workers",
+				    json_pack("{s:s, s:i, s:I, s:I, s:s}", "status", "ok", "workers",
 					      S->pool.nslots, "queued", (json_int_t)queued, "running",
-					      (json_int_t)running),
+					      (json_int_t)running, "queue",
+					      S->o->redis ? "redis" : "embedded"),
 				    NULL);
 	}
 	if (strcmp(url, "/health") == 0) { /* OpenEnv's, open like ours */
@@ -581,31 +582,26 @@ static int restore_jobs(struct serve *S, const char *state, struct ca_diag *d)
 	return 0;
 }
 
-/* The worker processes: by default one per GPU, each given its own (two evaluations on one GPU
- * time each other's contexts); 2 without a GPU. */
+/* Where the jobs run: worker processes here (serve/workers.h), or the fleet's nodes through
+ * Redis (serve/fleet.h). */
 static int start_workers(struct serve *S, const char *logs, struct ca_diag *d)
 {
 	const struct serve_opts *o = S->o;
-	char auto_gpus[SERVE_MAX_WORKERS * 4] = "";
-	int ngpu = 0, workers = o->workers;
-	for (int i = 0; i < SERVE_MAX_WORKERS; i++) {
-		char node[32];
-		snprintf(node, sizeof node, "/dev/nvidia%d", i);
-		if (access(node, F_OK) != 0)
-			break;
-		ngpu++;
-		snprintf(auto_gpus + strlen(auto_gpus), sizeof auto_gpus - strlen(auto_gpus), "%s%d",
-			 i ? "," : "", i);
+	if (o->redis) {
+		int rc = fleet_server_start(&S->fleet, &S->q, &S->m, o->redis, d);
+		S->fleet_started = rc == 0;
+		return rc;
 	}
-	if (!o->gpus && workers > 0 && ngpu > 0)
-		ca_log_warn("serve: %d workers share %d GPU%s: evaluations on one GPU at once "
-			    "disturb each other's timings; --gpus gives each its own",
-			    workers, ngpu, ngpu == 1 ? "" : "s");
-	if (workers <= 0)
-		workers = 2;
-	return serve_pool_start(&S->pool, &S->q, &S->m, workers,
-				o->gpus ? o->gpus : o->workers <= 0 && ngpu ? auto_gpus : NULL,
-				o->python, o->device, logs, d);
+	return serve_pool_start_auto(&S->pool, &S->q, &S->m, o->workers, o->gpus, o->python,
+				     o->device, logs, d);
+}
+
+static void stop_workers(struct serve *S)
+{
+	if (S->fleet_started)
+		fleet_server_stop(&S->fleet);
+	S->fleet_started = false;
+	serve_pool_stop(&S->pool);
 }
 
 int serve_run(const struct serve_opts *o, struct ca_diag *d)
@@ -672,8 +668,14 @@ int serve_run(const struct serve_opts *o, struct ca_diag *d)
 		unsigned port = info ? info->port : ntohs(sa.sin_port);
 		char host[INET_ADDRSTRLEN] = "";
 		inet_ntop(AF_INET, &sa.sin_addr, host, sizeof host);
-		ca_log_info("serve: listening on http://%s:%u with %d worker%s (state in %s)", host,
-			    port, S->pool.nslots, S->pool.nslots == 1 ? "" : "s", state);
+		if (o->redis)
+			ca_log_info("serve: listening on http://%s:%u, jobs through Redis (%s); "
+				    "state in %s",
+				    host, port, o->redis, state);
+		else
+			ca_log_info("serve: listening on http://%s:%u with %d worker%s (state in %s)",
+				    host, port, S->pool.nslots, S->pool.nslots == 1 ? "" : "s",
+				    state);
 		if (o->port_file) {
 			char text[16];
 			snprintf(text, sizeof text, "%u\n", port);
@@ -691,7 +693,7 @@ out_mhd:
 			close(ls);
 	}
 	job_queue_close(&S->q);
-	serve_pool_stop(&S->pool);
+	stop_workers(S);
 	for (int i = 0; i < 1000; i++) { /* the last handlers answer (503 once closed) */
 		pthread_mutex_lock(&S->mu);
 		int busy = S->in_flight;
@@ -706,7 +708,7 @@ out_mhd:
 	goto out_queue;
 out_pool:
 	job_queue_close(&S->q);
-	serve_pool_stop(&S->pool);
+	stop_workers(S);
 	session_table_destroy(&S->sessions);
 out_queue:
 	job_queue_destroy(&S->q);

@@ -4,8 +4,8 @@
  * the worker processes (serve/workers.h): POST /v1/evaluate, GET /v1/health, GET /metrics,
  * GET /v1/openapi.json, and agent sessions (serve/sessions.h): POST /v1/sessions,
  * POST /v1/sessions/{id}/tools/{name}, POST /v1/sessions/{id}/finalize, DELETE
- * /v1/sessions/{id}. One machine, the embedded queue; OpenEnv's protocol and the Redis scale-out
- * of issue 15 are not here yet.
+ * /v1/sessions/{id}, and OpenEnv's HTTP endpoints (openenv.c). The jobs run in worker processes
+ * here, or, with a Redis URL, on the fleet's nodes (serve/fleet.h).
  *
  * serve_run blocks until SIGINT or SIGTERM: then it stops taking requests, lets the workers
  * finish every queued job (their requests are answered), and returns. */
@@ -30,6 +30,7 @@ struct serve_opts {
 	double session_idle_s; /* a session idle this long is closed (default 1800) */
 	const char *python;    /* the bridge's Python (NULL: $CUDA_AGENT_PYTHON, else python3) */
 	const char *device;    /* the bridge's device (auto) */
+	const char *redis;     /* NULL, or a Redis URL: jobs go to the fleet's nodes (fleet.h) */
 };
 
 void serve_opts_defaults(struct serve_opts *o);

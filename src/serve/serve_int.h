@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include "serve/fleet.h"
 #include "serve/jobstore.h"
 #include "serve/metrics.h"
 #include "serve/queue.h"
@@ -26,6 +27,8 @@ struct serve {
 	struct job_queue q;
 	struct serve_metrics m;
 	struct serve_pool pool;
+	struct fleet_server fleet; /* with --redis, instead of the pool */
+	bool fleet_started;
 	struct session_table sessions;
 	struct job_store store;
 	char jobs_dir[PATH_MAX];

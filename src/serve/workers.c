@@ -195,6 +195,30 @@ int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_met
 	return 0;
 }
 
+int serve_pool_start_auto(struct serve_pool *p, struct job_queue *q, struct serve_metrics *m,
+			  int workers, const char *gpus, const char *python, const char *device,
+			  const char *log_dir, struct ca_diag *d)
+{
+	char auto_gpus[SERVE_MAX_WORKERS * 4] = "";
+	int ngpu = 0;
+	for (int i = 0; i < SERVE_MAX_WORKERS; i++) {
+		char node[32];
+		snprintf(node, sizeof node, "/dev/nvidia%d", i);
+		if (access(node, F_OK) != 0)
+			break;
+		ngpu++;
+		snprintf(auto_gpus + strlen(auto_gpus), sizeof auto_gpus - strlen(auto_gpus), "%s%d",
+			 i ? "," : "", i);
+	}
+	if (!gpus && workers > 0 && ngpu > 0)
+		ca_log_warn("%d workers share %d GPU%s: evaluations on one GPU at once disturb each "
+			    "other's timings; --gpus gives each its own",
+			    workers, ngpu, ngpu == 1 ? "" : "s");
+	return serve_pool_start(p, q, m, workers > 0 ? workers : 2,
+				gpus ? gpus : workers <= 0 && ngpu ? auto_gpus : NULL, python, device,
+				log_dir, d);
+}
+
 void serve_pool_stop(struct serve_pool *p)
 {
 	for (int i = 0; i < p->nslots; i++)

@@ -55,6 +55,12 @@ struct serve_pool {
 int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_metrics *m, int n,
 		     const char *gpus, const char *python, const char *device, const char *log_dir,
 		     struct ca_diag *d);
+/* serve_pool_start with the service's defaults: gpus given, one slot each; else `workers`
+ * slots (> 0) sharing the machine (a warning when they share a GPU); else one slot per GPU
+ * (/dev/nvidiaN), each given only its own, or 2 slots without a GPU. */
+int serve_pool_start_auto(struct serve_pool *p, struct job_queue *q, struct serve_metrics *m,
+			  int workers, const char *gpus, const char *python, const char *device,
+			  const char *log_dir, struct ca_diag *d);
 /* After job_queue_close: waits for the slots to finish their jobs and ends the children. */
 void serve_pool_stop(struct serve_pool *p);
 /* A result for a job that never got a worker's answer (reward null, reason code). */

@@ -1,6 +1,7 @@
 /* Unit tests for the service's parts that need no HTTP: the request parser and its file-name
  * rule (src/serve/request.c), the job queue (src/serve/queue.c: capacity, priorities, one
- * answer per job, idempotency keys, closing) and the metrics text (src/serve/metrics.c). The
+ * answer per job, idempotency keys, closing), the metrics text (src/serve/metrics.c), the Redis
+ * URL parser (src/serve/redis.c) and the fleet's file packing (src/serve/fleet_files.c). The
  * HTTP side and the worker processes are tested end to end in tests/integration/serve.sh. */
 #define TEST_NAME "serve"
 #include <setjmp.h>
@@ -15,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "serve/fleet.h"
 #include "serve/metrics.h"
+#include "serve/redis.h"
 #include "serve/queue.h"
 #include "serve/request.h"
 #include "util/clock.h"
@@ -426,6 +429,97 @@ static void test_metrics_text(void **state)
 	serve_metrics_destroy(&m);
 }
 
+
+static void test_redis_url(void **state)
+{
+	(void)state;
+	struct redis_url u;
+	struct ca_diag d = {{0}};
+	unsetenv("CUDA_AGENT_REDIS_PASSWORD");
+	assert_int_equal(redis_url_parse("redis://127.0.0.1", &u, &d), 0);
+	assert_string_equal(u.host, "127.0.0.1");
+	assert_int_equal(u.port, 6379);
+	assert_int_equal(u.db, 0);
+	assert_false(u.unix_socket);
+	assert_string_equal(u.password, "");
+	assert_int_equal(redis_url_parse("redis://user:pw@cache.local:7000/3", &u, &d), 0);
+	assert_string_equal(u.host, "cache.local");
+	assert_string_equal(u.user, "user");
+	assert_string_equal(u.password, "pw");
+	assert_int_equal(u.port, 7000);
+	assert_int_equal(u.db, 3);
+	assert_int_equal(redis_url_parse("redis://:only@h", &u, &d), 0);
+	assert_string_equal(u.user, "");
+	assert_string_equal(u.password, "only");
+	assert_int_equal(redis_url_parse("unix:///run/redis.sock?db=2", &u, &d), 0);
+	assert_true(u.unix_socket);
+	assert_string_equal(u.host, "/run/redis.sock");
+	assert_int_equal(u.db, 2);
+	setenv("CUDA_AGENT_REDIS_PASSWORD", "fromenv", 1);
+	assert_int_equal(redis_url_parse("redis://h:1", &u, &d), 0);
+	assert_string_equal(u.password, "fromenv");
+	unsetenv("CUDA_AGENT_REDIS_PASSWORD");
+	static const char *const bad[] = {"http://h", "redis://", "redis://h:0", "redis://h:70000",
+					  "redis://h:12x", "redis://h/db", "unix://rel", "unix:///s?x=1",
+					  "redis://h:", NULL};
+	for (int i = 0; bad[i]; i++) {
+		memset(&d, 0, sizeof d);
+		assert_int_equal(redis_url_parse(bad[i], &u, &d), CA_ERR_INVALID);
+		assert_true(d.msg[0] != '\0');
+	}
+}
+
+static void test_fleet_pack(void **state)
+{
+	(void)state;
+	char src[] = "/tmp/ca-test-fleet-XXXXXX", dst[64], written[PATH_MAX], path[PATH_MAX];
+	struct ca_diag d = {{0}};
+	json_t *packed = NULL;
+	char *text = NULL;
+	assert_non_null(mkdtemp(src));
+	snprintf(path, sizeof path, "%s/kernels", src);
+	assert_int_equal(ca_mkdirs(path, 0755, &d), 0);
+	snprintf(path, sizeof path, "%s/kernels/k.cu", src);
+	assert_int_equal(ca_write_file_atomic(path, "__global__ void k() {}\n", 23, &d), 0);
+	snprintf(path, sizeof path, "%s/model.py", src);
+	assert_int_equal(ca_write_file_atomic(path, "class Model: pass\n", 18, &d), 0);
+	snprintf(path, sizeof path, "%s/.hidden", src);
+	assert_int_equal(ca_write_file_atomic(path, "x", 1, &d), 0);
+	snprintf(path, sizeof path, "%s/a.out", src); /* not UTF-8: left out */
+	assert_int_equal(ca_write_file_atomic(path, "\x7f" "ELF\xff\xfe", 6, &d), 0);
+	assert_int_equal(fleet_pack_path(src, &packed, &d), 0);
+	json_t *files = json_object_get(packed, "files");
+	assert_int_equal(json_object_size(files), 2);
+	assert_string_equal(json_string_value(json_object_get(files, "kernels/k.cu")),
+			    "__global__ void k() {}\n");
+	assert_int_equal(json_array_size(json_object_get(packed, "skipped")), 1);
+	snprintf(dst, sizeof dst, "%s-out", src);
+	assert_int_equal(fleet_unpack_path(packed, dst, written, sizeof written, &d), 0);
+	assert_string_equal(written, dst);
+	snprintf(path, sizeof path, "%s/kernels/k.cu", dst);
+	assert_int_equal(ca_read_file(path, 1024, &text, NULL, &d), 0);
+	assert_string_equal(text, "__global__ void k() {}\n");
+	free(text);
+	json_decref(packed);
+	/* one file */
+	snprintf(path, sizeof path, "%s/model.py", src);
+	assert_int_equal(fleet_pack_path(path, &packed, &d), 0);
+	assert_string_equal(json_string_value(json_object_get(packed, "file")), "model.py");
+	assert_int_equal(fleet_unpack_path(packed, dst, written, sizeof written, &d), 0);
+	snprintf(path, sizeof path, "%s/model.py", dst);
+	assert_string_equal(written, path);
+	json_decref(packed);
+	/* a packed path that would leave the directory is refused */
+	packed = json_pack("{s:{s:s}}", "files", "../escape", "x");
+	assert_int_equal(fleet_unpack_path(packed, dst, written, sizeof written, &d), CA_ERR_INVALID);
+	json_decref(packed);
+	packed = json_pack("{s:s, s:s}", "file", "/etc/passwd", "text", "x");
+	assert_int_equal(fleet_unpack_path(packed, dst, written, sizeof written, &d), CA_ERR_INVALID);
+	json_decref(packed);
+	ca_remove_tree(src, NULL);
+	ca_remove_tree(dst, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -437,6 +531,8 @@ int main(void)
 		cmocka_unit_test(test_queue_threads),
 		cmocka_unit_test(test_queue_restore),
 		cmocka_unit_test(test_metrics_text),
+		cmocka_unit_test(test_redis_url),
+		cmocka_unit_test(test_fleet_pack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
