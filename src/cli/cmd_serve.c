@@ -36,6 +36,8 @@ static const char help[] =
 	"                      one per GPU, given only its GPU; 2 on a machine without one)\n"
 	"  --gpus LIST         one worker per GPU index in LIST (e.g. 0,1,2,3), each given only\n"
 	"                      its GPU (CUDA_VISIBLE_DEVICES); replaces --workers\n"
+	"  --gpu-slots K       K workers per GPU (default 1): they take turns on the GPU for what\n"
+	"                      runs or is timed there, while their builds and starts overlap\n"
 	"  --max-queue N       jobs waiting at most (default 1024)\n"
 	"  --max-sessions N    open agent sessions at most (default 1024)\n"
 	"  --session-idle S    close a session idle for S seconds (default 1800)\n"
@@ -84,7 +86,7 @@ static int redis_ok(const char *cmd, const char *v)
 int cmd_serve(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_PORT_FILE, O_WORKERS, O_GPUS, O_MAX_QUEUE, O_STATE, O_TASKS,
-	       O_PYTHON, O_DEVICE, O_MAX_SESSIONS, O_IDLE, O_REDIS };
+	       O_PYTHON, O_DEVICE, O_MAX_SESSIONS, O_IDLE, O_REDIS, O_GPU_SLOTS };
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
 		{"port-file", required_argument, NULL, O_PORT_FILE},
@@ -98,6 +100,7 @@ int cmd_serve(int argc, char **argv)
 		{"python", required_argument, NULL, O_PYTHON},
 		{"device", required_argument, NULL, O_DEVICE},
 		{"redis", required_argument, NULL, O_REDIS},
+		{"gpu-slots", required_argument, NULL, O_GPU_SLOTS},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -119,6 +122,11 @@ int cmd_serve(int argc, char **argv)
 			o.workers = (int)n;
 			break;
 		case O_GPUS: o.gpus = optarg; break;
+		case O_GPU_SLOTS:
+			if (positive("--gpu-slots", optarg, 16, &n))
+				return EXIT_USAGE;
+			o.gpu_slots = (int)n;
+			break;
 		case O_MAX_QUEUE:
 			if (positive("--max-queue", optarg, 1000000, &n))
 				return EXIT_USAGE;
@@ -193,6 +201,7 @@ static const char worker_help[] =
 	"  --workers N          worker processes (default: one per GPU, given only its GPU; 2 on\n"
 	"                       a machine without one)\n"
 	"  --gpus LIST          one worker per GPU index in LIST, each given only its GPU\n"
+	"  --gpu-slots K        K workers per GPU (default 1), taking turns on it (as serve's)\n"
 	"  --reclaim-after S    take over a job another node has not renewed for S seconds\n"
 	"                       (default 60; a node renews its jobs every S/4 seconds)\n"
 	"  --name NAME          this node's name in the consumer group (default host-pid)\n"
@@ -204,11 +213,13 @@ static const char worker_help[] =
 
 int cmd_worker(int argc, char **argv)
 {
-	enum { O_REDIS = 256, O_WORKERS, O_GPUS, O_RECLAIM, O_NAME, O_STATE, O_PYTHON, O_DEVICE };
+	enum { O_REDIS = 256, O_WORKERS, O_GPUS, O_RECLAIM, O_NAME, O_STATE, O_PYTHON, O_DEVICE,
+	       O_GPU_SLOTS };
 	static const struct option longopts[] = {
 		{"redis", required_argument, NULL, O_REDIS},
 		{"workers", required_argument, NULL, O_WORKERS},
 		{"gpus", required_argument, NULL, O_GPUS},
+		{"gpu-slots", required_argument, NULL, O_GPU_SLOTS},
 		{"reclaim-after", required_argument, NULL, O_RECLAIM},
 		{"name", required_argument, NULL, O_NAME},
 		{"state", required_argument, NULL, O_STATE},
@@ -238,6 +249,11 @@ int cmd_worker(int argc, char **argv)
 			o.workers = (int)n;
 			break;
 		case O_GPUS: o.gpus = optarg; break;
+		case O_GPU_SLOTS:
+			if (positive("--gpu-slots", optarg, 16, &n))
+				return EXIT_USAGE;
+			o.gpu_slots = (int)n;
+			break;
 		case O_RECLAIM:
 			if (positive("--reclaim-after", optarg, 86400, &n))
 				return EXIT_USAGE;

@@ -15,6 +15,7 @@
 static void run_free(struct run *r)
 {
 	step_finish(r, false);
+	gpu_stage_leave(&r->gpu);
 	cpu_claim_release(&r->cpu);
 	data_close(r);
 	if (r->dir[0] && !r->o->keep_run_dir)
@@ -163,6 +164,8 @@ static void run_conclude(struct run *r)
 				  "between calls, with its data in GPU memory the bridge owns, but "
 				  "nothing limits its system calls or what files it can read"));
 	}
+	if (r->gpu.waited_s > 0)
+		json_object_set_new(r->seconds, "gpu_wait", json_real(r->gpu.waited_s));
 	json_object_set_new(r->seconds, "total", json_real(ca_now() - r->t_start));
 	if (r->dir[0] && o->keep_run_dir)
 		json_object_set_new(r->result, "run_dir", json_string(r->dir));
@@ -214,6 +217,7 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 		r->trial_seeds[k] = secret_seed();
 	r->timing_model_seed = secret_seed();
 	cpu_claim_init(&r->cpu);
+	gpu_stage_init(&r->gpu);
 	for (int i = 0; i < o->protocol.rotation_sets; i++)
 		r->rotation_seeds[i] = secret_seed();
 	for (int i = 0; i < o->protocol.timing.checks; i++)

@@ -27,7 +27,11 @@ int step_describe(struct run *r)
 	json_t *res = NULL;
 	struct ca_diag d = {{0}};
 	double t0 = ca_now();
-	int rc = bridge_request(r, "describe", req, 600.0, &res);
+	int rc;
+	/* A task the bridge has not seen runs its reference here: the GPU's turn (gpu_stage.h) */
+	(void)gpu_stage_enter(&r->gpu);
+	rc = bridge_request(r, "describe", req, 600.0, &res);
+	gpu_stage_leave(&r->gpu);
 	json_decref(req);
 	note_seconds(r, "describe", t0);
 	if (rc)

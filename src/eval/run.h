@@ -23,6 +23,7 @@
 #include "build/build.h"
 #include "device/device.h"
 #include "eval/cpu_claim.h"
+#include "eval/gpu_stage.h"
 #include "eval/session.h"
 #include "eval/proc.h"
 #include "protocol/layout.h"
@@ -86,6 +87,7 @@ struct run {
 	char work[PATH_MAX]; /* the candidate process's writable directory (torch caches) */
 	enum candidate_format format;
 	enum torch_profile rules;   /* the rules that judge it (o->rules, resolved by format) */
+	struct gpu_stage gpu;       /* the turn on a GPU that several evaluations share */
 	struct cpu_claim cpu;       /* the CPU of the candidate's and the reference process
 				       (cpu -1 when not pinned) */
 	char cand_path[PATH_MAX];

@@ -429,26 +429,33 @@ static void env_gpu_record(struct run *r)
 	r->env_gpu = g;
 }
 
+/* The library of a build that still runs: waited for, then copied into the run directory. */
+static int load_library(struct run *r)
+{
+	struct ca_diag d = {{0}};
+	double t0 = ca_now();
+	if (step_build_wait(r)) {
+		step_finish(r, true);
+		return -1;
+	}
+	note_seconds(r, "build_wait", t0);
+	if (copy_build_outputs(r, &d)) {
+		set_reason(r, "internal", "cannot copy the built library into the run directory: %s",
+			   d.msg);
+		return -1;
+	}
+	return 0;
+}
+
 /* After the calibration: the library (waiting for a build that still runs), then `load`. */
 static int load_candidate(struct run *r)
 {
-	struct ca_diag d = {{0}};
 	struct loop_fail f = {0};
 	json_t *ans = NULL;
-	double t0 = ca_now();
-	if (r->build_bg.pending) {
-		/* The processes started and calibrated while nvcc compiled; now the library. */
-		if (step_build_wait(r)) {
-			step_finish(r, true);
-			return -1;
-		}
-		note_seconds(r, "build_wait", t0);
-		if (copy_build_outputs(r, &d)) {
-			set_reason(r, "internal", "cannot copy the built library into the run "
-				   "directory: %s", d.msg);
-			return -1;
-		}
-	}
+	double t0;
+	/* The processes started and calibrated while nvcc compiled; now the library. */
+	if (r->build_bg.pending && load_library(r))
+		return -1;
 	t0 = ca_now();
 	if (cand_proc_command(&r->proc, WIRE_CMD_LOAD, NULL, &ans, &f)) {
 		reason_from_fail(r, &f);
@@ -559,7 +566,16 @@ int step_start(struct run *r)
 	cand_loop_init(r);
 	if (twin && twin_hello(r))
 		return -1;
-	if (cand_proc_hello(&r->proc, &f) || loop_calibrate(&r->loop, LOOP_CALIBRATION_RUNS, &f)) {
+	if (cand_proc_hello(&r->proc, &f)) {
+		reason_from_fail(r, &f);
+		return -1;
+	}
+	/* A GPU shared with other evaluations (gpu_stage.h): the build and the processes' start
+	 * ran beside theirs; from the calibration on, this evaluation has the GPU to itself. */
+	if (getenv("CUDA_AGENT_GPU_LOCK") && r->build_bg.pending && load_library(r))
+		return -1;
+	(void)gpu_stage_enter(&r->gpu);
+	if (loop_calibrate(&r->loop, LOOP_CALIBRATION_RUNS, &f)) {
 		reason_from_fail(r, &f);
 		return -1;
 	}
@@ -638,5 +654,6 @@ void step_finish(struct run *r, bool quit)
 	}
 	cand_proc_free(&r->proc);
 	twin_finish(r);
+	gpu_stage_leave(&r->gpu); /* the GPU is the next evaluation's */
 	note_seconds(r, "finish", t0);
 }

@@ -71,6 +71,7 @@ struct fleet_node_opts {
 	const char *redis_url;
 	int workers;          /* worker processes (0: one per GPU, 2 without one) */
 	const char *gpus;     /* as serve's --gpus */
+	int gpu_slots;        /* as serve's --gpu-slots */
 	const char *state_dir;
 	const char *python, *device;
 	double reclaim_s;     /* an entry unrenewed this long is taken over (default 60) */

@@ -592,8 +592,9 @@ static int start_workers(struct serve *S, const char *logs, struct ca_diag *d)
 		S->fleet_started = rc == 0;
 		return rc;
 	}
-	return serve_pool_start_auto(&S->pool, &S->q, &S->m, o->workers, o->gpus, o->python,
-				     o->device, logs, d);
+	return serve_pool_start_auto(&S->pool, &S->q, &S->m, o->workers, o->gpus,
+				     o->gpu_slots > 0 ? o->gpu_slots : 1, o->python, o->device, logs,
+				     d);
 }
 
 static void stop_workers(struct serve *S)

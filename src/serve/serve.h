@@ -22,6 +22,8 @@ struct serve_opts {
 	int workers;           /* worker processes without --gpus (0, the default: one per GPU
 				  of /dev/nvidiaN, each given its own; 2 without a GPU) */
 	const char *gpus;      /* "0,1,...": one worker per GPU, given only that GPU */
+	int gpu_slots;         /* workers per GPU (default 1); more take turns on it for what runs
+				  there, while their builds and starts overlap (eval/gpu_stage.h) */
 	const char *state_dir; /* job directories and worker logs (default <cache>/serve) */
 	const char *tasks;     /* the task store for task ids (default: tasks' default) */
 	size_t max_queue;      /* jobs waiting at most (default 1024); more get 429 */

@@ -26,9 +26,9 @@ json_t *serve_env_result(const char *code, const char *message)
 static int slot_spawn(struct serve_slot *s, struct ca_diag *d)
 {
 	struct serve_pool *p = s->pool;
-	char log[4200], gpu_env[48];
+	char log[4200], gpu_env[48], lock_env[4200];
 	const char *argv[8];
-	const char *env[2] = {NULL, NULL};
+	const char *env[3] = {NULL, NULL, NULL};
 	struct ca_run_opts ro = {0};
 	int n = 0;
 
@@ -45,6 +45,11 @@ static int slot_spawn(struct serve_slot *s, struct ca_diag *d)
 		snprintf(gpu_env, sizeof gpu_env, "CUDA_VISIBLE_DEVICES=%s", s->gpu);
 		env[0] = gpu_env;
 		ro.env_add = env;
+	}
+	if (s->shared) { /* the GPU's turns (eval/gpu_stage.h) */
+		snprintf(lock_env, sizeof lock_env, "CUDA_AGENT_GPU_LOCK=%s/gpu-%s.lock", p->log_dir,
+			 s->gpu);
+		env[1] = lock_env;
 	}
 	snprintf(log, sizeof log, "%s/worker-%d.log", p->log_dir, s->index);
 	if (ca_child_spawn(&s->child, argv, &ro, log, d))
@@ -154,8 +159,8 @@ static void *slot_main(void *arg)
 }
 
 int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_metrics *m, int n,
-		     const char *gpus, const char *python, const char *device, const char *log_dir,
-		     struct ca_diag *d)
+		     const char *gpus, int per_gpu, const char *python, const char *device,
+		     const char *log_dir, struct ca_diag *d)
 {
 	ssize_t len;
 	memset(p, 0, sizeof *p);
@@ -165,6 +170,8 @@ int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_met
 	if (len <= 0)
 		return ca_fail(d, CA_ERR_IO, "cannot find this program (/proc/self/exe)");
 	p->exe[len] = '\0';
+	if (per_gpu < 1 || per_gpu > 16)
+		return ca_fail(d, CA_ERR_INVALID, "--gpu-slots must be 1 to 16");
 	ca_strlcpy(p->python, python ? python : "", sizeof p->python);
 	ca_strlcpy(p->device, device ? device : "auto", sizeof p->device);
 	ca_strlcpy(p->log_dir, log_dir, sizeof p->log_dir);
@@ -175,7 +182,11 @@ int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_met
 				return ca_fail(d, CA_ERR_INVALID, "--gpus: \"%s\" is not a list of GPU "
 								  "indices (e.g. 0,1,2)",
 					       gpus);
-			snprintf(p->slots[p->nslots++].gpu, sizeof p->slots[0].gpu, "%.*s", (int)k, g);
+			for (int i = 0; i < per_gpu && p->nslots < SERVE_MAX_WORKERS; i++) {
+				struct serve_slot *s = &p->slots[p->nslots++];
+				snprintf(s->gpu, sizeof s->gpu, "%.*s", (int)k, g);
+				s->shared = per_gpu > 1;
+			}
 			g += k + (g[k] == ',');
 		}
 	} else {
@@ -196,8 +207,8 @@ int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_met
 }
 
 int serve_pool_start_auto(struct serve_pool *p, struct job_queue *q, struct serve_metrics *m,
-			  int workers, const char *gpus, const char *python, const char *device,
-			  const char *log_dir, struct ca_diag *d)
+			  int workers, const char *gpus, int per_gpu, const char *python,
+			  const char *device, const char *log_dir, struct ca_diag *d)
 {
 	char auto_gpus[SERVE_MAX_WORKERS * 4] = "";
 	int ngpu = 0;
@@ -215,8 +226,8 @@ int serve_pool_start_auto(struct serve_pool *p, struct job_queue *q, struct serv
 			    "other's timings; --gpus gives each its own",
 			    workers, ngpu, ngpu == 1 ? "" : "s");
 	return serve_pool_start(p, q, m, workers > 0 ? workers : 2,
-				gpus ? gpus : workers <= 0 && ngpu ? auto_gpus : NULL, python, device,
-				log_dir, d);
+				gpus ? gpus : workers <= 0 && ngpu ? auto_gpus : NULL, per_gpu, python,
+				device, log_dir, d);
 }
 
 void serve_pool_stop(struct serve_pool *p)

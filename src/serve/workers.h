@@ -33,6 +33,7 @@ struct serve_slot {
 	struct serve_pool *pool;
 	int index;
 	char gpu[16]; /* "" when the slot has no GPU of its own */
+	bool shared;  /* other slots have the same GPU: they take turns (eval/gpu_stage.h) */
 	struct ca_child child;
 	bool running; /* the child is started */
 	pthread_t thread;
@@ -50,17 +51,18 @@ struct serve_pool {
 	int nslots;
 };
 
-/* Starts n slots (gpus: a comma-separated list of GPU indices, one slot each, or NULL for n
- * slots that share what the machine has). */
+/* Starts n slots (gpus: a comma-separated list of GPU indices, per_gpu slots each (1 to 16), or
+ * NULL for n slots that share what the machine has). Slots that share a GPU share its lock file,
+ * log_dir/gpu-N.lock ($CUDA_AGENT_GPU_LOCK), and take turns on it (eval/gpu_stage.h). */
 int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_metrics *m, int n,
-		     const char *gpus, const char *python, const char *device, const char *log_dir,
-		     struct ca_diag *d);
-/* serve_pool_start with the service's defaults: gpus given, one slot each; else `workers`
- * slots (> 0) sharing the machine (a warning when they share a GPU); else one slot per GPU
- * (/dev/nvidiaN), each given only its own, or 2 slots without a GPU. */
+		     const char *gpus, int per_gpu, const char *python, const char *device,
+		     const char *log_dir, struct ca_diag *d);
+/* serve_pool_start with the service's defaults: gpus given, per_gpu slots each; else
+ * `workers` slots (> 0) sharing the machine (a warning when they share a GPU); else per_gpu
+ * slots per GPU (/dev/nvidiaN), each given only its own, or 2 slots without a GPU. */
 int serve_pool_start_auto(struct serve_pool *p, struct job_queue *q, struct serve_metrics *m,
-			  int workers, const char *gpus, const char *python, const char *device,
-			  const char *log_dir, struct ca_diag *d);
+			  int workers, const char *gpus, int per_gpu, const char *python,
+			  const char *device, const char *log_dir, struct ca_diag *d);
 /* After job_queue_close: waits for the slots to finish their jobs and ends the children. */
 void serve_pool_stop(struct serve_pool *p);
 /* A result for a job that never got a worker's answer (reward null, reason code). */

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "eval/run.h"
+#include "util/clock.h"
 #include "util/fs.h"
 #include "util/str.h"
 
@@ -399,6 +401,59 @@ static void test_bridge_and_describe(void **state)
 	unsetenv("FAKE_DESCRIBE");
 }
 
+
+/* gpu_stage: two evaluations sharing a GPU take turns; without the variable nothing locks. */
+struct stage_peer {
+	double entered;
+};
+
+static void *stage_peer_main(void *arg)
+{
+	struct stage_peer *p = arg;
+	struct gpu_stage g;
+	gpu_stage_init(&g);
+	assert_int_equal(gpu_stage_enter(&g), 0);
+	p->entered = ca_now();
+	gpu_stage_leave(&g);
+	return NULL;
+}
+
+static void test_gpu_stage_turns(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/ca-test-stage-XXXXXX", lock[64];
+	struct gpu_stage a, b;
+	struct stage_peer peer = {0};
+	pthread_t t;
+	double left;
+	assert_non_null(mkdtemp(dir));
+	snprintf(lock, sizeof lock, "%s/gpu-0.lock", dir);
+	unsetenv("CUDA_AGENT_GPU_LOCK");
+	gpu_stage_init(&a);
+	gpu_stage_init(&b);
+	assert_int_equal(gpu_stage_enter(&a), 0);
+	assert_int_equal(a.fd, -1); /* no variable: no lock */
+	assert_int_equal(gpu_stage_enter(&b), 0);
+	setenv("CUDA_AGENT_GPU_LOCK", lock, 1);
+	assert_int_equal(gpu_stage_enter(&a), 0);
+	assert_true(a.fd >= 0);
+	assert_int_equal(gpu_stage_enter(&a), 0); /* held already: nothing more */
+	assert_int_equal(pthread_create(&t, NULL, stage_peer_main, &peer), 0);
+	usleep(200000);
+	assert_true(peer.entered == 0); /* the peer waits for its turn */
+	left = ca_now();
+	gpu_stage_leave(&a);
+	gpu_stage_leave(&a); /* twice is harmless */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(peer.entered >= left);
+	unsetenv("CUDA_AGENT_GPU_LOCK");
+	setenv("CUDA_AGENT_GPU_LOCK", "/nonexistent-dir/x.lock", 1);
+	assert_int_equal(gpu_stage_enter(&b), -1); /* unusable: goes on unlocked */
+	assert_int_equal(b.fd, -1);
+	unsetenv("CUDA_AGENT_GPU_LOCK");
+	ca_remove_tree(dir, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +464,7 @@ int main(void)
 		cmocka_unit_test(test_first_reason_kept),
 		cmocka_unit_test(test_reward_and_env),
 		cmocka_unit_test(test_bridge_and_describe),
+		cmocka_unit_test(test_gpu_stage_turns),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
