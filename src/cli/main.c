@@ -344,12 +344,14 @@ static int cmd_eval(int argc, char **argv)
 	rc = cli_parse_options(&c, argc, argv, usage);
 	if (rc)
 		return rc;
-	if (argc - optind < 2) {
+	/* With --task every positional argument is a candidate. */
+	int first = c.task ? optind : optind + 1;
+	if (argc - first < 1) {
 		fprintf(stderr, "%s\n(a task directory and at least one candidate directory)\n",
 			usage);
 		return EXIT_USAGE;
 	}
-	return run_eval(&c, c.task ? c.task : argv[optind], argv + optind + 1, argc - optind - 1);
+	return run_eval(&c, c.task ? c.task : argv[optind], argv + first, argc - first);
 }
 
 int main(int argc, char **argv)

@@ -33,6 +33,8 @@ run "compile a syntax error" 1 "$cli" compile --json --task "$data/tiny_task" "$
 field "syntax error: build.error with file:line" 'r["reason"]["code"] == "build.error" and "kernels/bad.cu:" in r["reason"]["message"]'
 run "eval a syntax error gives reward -1" 1 "$cli" eval --json "$data/tiny_task" "$data/broken_syntax"
 field "syntax error reward is -1" 'r["reward"] == -1 and r["compiled"] is False'
+run "eval --task: every argument is a candidate" 1 "$cli" eval --json --task "$data/tiny_task" "$data/broken_syntax" "$data/broken_syntax"
+if [ "$(grep -c '^{' "$tmp/out")" -eq 2 ]; then ok "eval --task T C C: two results"; else bad "eval --task T C C gave $(grep -c '^{' "$tmp/out") results, not 2"; fi
 run "empty kernels/" 1 "$cli" compile --json --task "$data/tiny_task" "$data/empty"
 field "empty kernels/: build.no_sources" 'r["reason"]["code"] == "build.no_sources"'
 run "no ca_forward" 1 "$cli" compile --json --task "$data/tiny_task" "$data/no_forward"
