@@ -34,6 +34,7 @@ void set_reason(struct run *r, const char *code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	ca_utf8_sanitize(msg); /* a message cut in a character, or quoting bytes that are not text */
 	json_object_set_new(r->result, "reason", json_pack("{s:s, s:s}", "code", code, "message",
 							   msg));
 }

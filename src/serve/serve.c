@@ -67,8 +67,11 @@ enum MHD_Result respond_json(struct MHD_Connection *c, unsigned status, json_t *
 {
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	if (!text)
-		return MHD_NO;
+	if (!text) /* never a connection closed unanswered */
+		return respond(c, 500, "application/json",
+			       strdup("{\"error\": {\"code\": \"internal\", \"message\": \"the "
+				      "answer could not be made\"}}"),
+			       NULL);
 	return respond(c, status, "application/json", text, retry_after);
 }
 
@@ -76,8 +79,13 @@ enum MHD_Result respond_json(struct MHD_Connection *c, unsigned status, json_t *
 enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, const char *code,
 				     const char *message, const char *extra)
 {
+	char text[CA_DIAG_MAX + 64];
+	/* Messages quote what the client sent, maybe cut inside a character: valid UTF-8 first,
+	 * or the JSON answer could not be made and the connection would close unanswered. */
+	ca_strlcpy(text, message ? message : "", sizeof text);
+	ca_utf8_sanitize(text);
 	return respond_json(c, status,
-			    json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message),
+			    json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", text),
 			    extra);
 }
 

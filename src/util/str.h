@@ -20,4 +20,9 @@ int ca_format(char *out, size_t size, const char *fmt, ...) __attribute__((forma
  * truncated to size. Returns dst. */
 char *ca_printable(char *dst, const char *src, size_t size);
 
+/* Makes s valid UTF-8 in place (what JSON strings must be): every byte that does not start a
+ * well-formed sequence (a stray continuation byte, a sequence cut short by truncation, an
+ * overlong form, a surrogate) becomes '?'. */
+void ca_utf8_sanitize(char *s);
+
 #endif

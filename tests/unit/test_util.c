@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/diag.h"
@@ -968,6 +970,34 @@ static void test_pool(void **state)
 	assert_int_equal(p.ran, 0);
 }
 
+
+static void test_utf8_sanitize(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{"plain ascii", "plain ascii"},
+		{"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+		{"cut \xe2\x82", "cut ??"},             /* a character cut by truncation */
+		{"stray \x80 byte", "stray ? byte"},     /* a continuation byte alone */
+		{"overlong \xc0\xaf", "overlong ??"},    /* an overlong '/' */
+		{"surrogate \xed\xa0\x80", "surrogate ???"}, /* U+D800 in UTF-8 */
+		{"too big \xf4\x90\x80\x80", "too big ????"}, /* above U+10FFFF */
+		{"\xff\xfe", "??"},
+		{"", ""},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char buf[64];
+		snprintf(buf, sizeof buf, "%s", cases[i].in);
+		ca_utf8_sanitize(buf);
+		assert_string_equal(buf, cases[i].out);
+		json_t *j = json_string(buf); /* what it is for: a valid JSON string */
+		assert_non_null(j);
+		json_decref(j);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -994,6 +1024,7 @@ int main(void)
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_pythonpath),
 		cmocka_unit_test(test_pool),
+		cmocka_unit_test(test_utf8_sanitize),
 	};
 	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
