@@ -278,33 +278,51 @@ static enum MHD_Result evaluate(struct serve *S, struct MHD_Connection *c, struc
 
 /* ---- sessions ---------------------------------------------------------------------------------- */
 
-static enum MHD_Result session_new(struct serve *S, struct MHD_Connection *c, struct conn *cc,
-				   unsigned *status)
+json_t *run_session_open(struct serve *S, const char *body, size_t len, bool too_big,
+			 struct serve_session **out, unsigned *status, const char **code,
+			 struct ca_diag *d)
 {
 	struct serve_request *r = calloc(1, sizeof *r);
-	struct serve_session *s = NULL;
-	struct ca_diag d = {{0}};
 	char task[PATH_MAX] = "";
 	json_t *answer = NULL;
 	int rc;
-	if (!r)
-		return MHD_NO;
-	rc = cc->too_big ? ca_fail(&d, CA_ERR_LIMIT, "the body is larger than 16 MiB")
-			 : serve_session_request_parse(r, cc->body.p ? cc->body.p : "",
-						       cc->body.len, &d);
+	*out = NULL;
+	*status = 500;
+	*code = "internal";
+	if (!r) {
+		ca_fail(d, CA_ERR_NOMEM, "out of memory");
+		return NULL;
+	}
+	rc = too_big ? ca_fail(d, CA_ERR_LIMIT, "the body is larger than 16 MiB")
+		     : serve_session_request_parse(r, body ? body : "", len, d);
 	*status = rc == CA_ERR_LIMIT ? 413 : rc ? 400 : 0;
-	if (!rc && r->task_by != SERVE_TASK_INLINE && (rc = stored_task(S, r, task, sizeof task, &d)))
+	if (!rc && r->task_by != SERVE_TASK_INLINE && (rc = stored_task(S, r, task, sizeof task, d)))
 		*status = rc == CA_ERR_NOTFOUND ? 404 : 503;
 	if (!rc)
-		rc = session_create(&S->sessions, r, task, &s, &answer, status, &d);
+		rc = session_create(&S->sessions, r, task, out, &answer, status, d);
 	serve_request_free(r);
 	free(r);
-	if (rc)
-		return respond_error(c, *status,
-				     *status == 400 ? "bad_request" : *status == 404 ? "not_found"
-				     : *status == 413 ? "too_large" : *status == 422 ? "bad_task"
-				     : *status == 429 ? "too_many_sessions" : "unavailable",
-				     d.msg, *status == 429 || *status == 503 ? SERVE_RETRY_AFTER_S : NULL);
+	if (rc) {
+		*code = *status == 400 ? "bad_request" : *status == 404 ? "not_found"
+			: *status == 413 ? "too_large" : *status == 422 ? "bad_task"
+			: *status == 429 ? "too_many_sessions" : "unavailable";
+		return NULL;
+	}
+	*status = 200;
+	return answer;
+}
+
+static enum MHD_Result session_new(struct serve *S, struct MHD_Connection *c, struct conn *cc,
+				   unsigned *status)
+{
+	struct serve_session *s = NULL;
+	struct ca_diag d = {{0}};
+	const char *code;
+	json_t *answer = run_session_open(S, cc->body.p, cc->body.len, cc->too_big, &s, status,
+					  &code, &d);
+	if (!answer)
+		return respond_error(c, *status, code, d.msg,
+				     *status == 429 || *status == 503 ? SERVE_RETRY_AFTER_S : NULL);
 	session_put(&S->sessions, s);
 	return respond_json(c, 200, answer, NULL);
 }
@@ -434,6 +452,12 @@ static enum MHD_Result route(struct serve *S, struct MHD_Connection *c, const ch
 			return *status = 405, respond_error(c, 405, "method", "GET only", "GET");
 		*status = 200;
 		return respond(c, 200, "application/json", strdup(serve_openapi_json), NULL);
+	}
+	if (strcmp(url, "/ws") == 0) {
+		*ep = EP_OPENENV;
+		if (!get)
+			return *status = 405, respond_error(c, 405, "method", "GET only", "GET");
+		return openenv_ws_upgrade(S, c, status);
 	}
 	if (strcmp(url, "/reset") == 0 || strcmp(url, "/step") == 0 || strcmp(url, "/state") == 0 ||
 	    strcmp(url, "/schema") == 0 || strcmp(url, "/health") == 0) {
@@ -660,7 +684,7 @@ int serve_run(const struct serve_opts *o, struct ca_diag *d)
 			goto out_pool;
 	}
 	mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-				       MHD_USE_ITC | MHD_USE_ERROR_LOG,
+				       MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE,
 			       0, NULL, NULL, on_request, S, MHD_OPTION_SOCK_ADDR, &sa,
 			       MHD_OPTION_NOTIFY_COMPLETED, on_completed, S,
 			       MHD_OPTION_CONNECTION_LIMIT, 2048u, MHD_OPTION_CONNECTION_TIMEOUT,
@@ -701,11 +725,14 @@ out_mhd:
 		if (ls != MHD_INVALID_SOCKET)
 			close(ls);
 	}
+	pthread_mutex_lock(&S->mu);
+	S->stopping = true; /* WebSocket connections close after their current message */
+	pthread_mutex_unlock(&S->mu);
 	job_queue_close(&S->q);
 	stop_workers(S);
 	for (int i = 0; i < 1000; i++) { /* the last handlers answer (503 once closed) */
 		pthread_mutex_lock(&S->mu);
-		int busy = S->in_flight;
+		int busy = S->in_flight + S->ws_open;
 		pthread_mutex_unlock(&S->mu);
 		if (!busy)
 			break;

@@ -35,6 +35,8 @@ struct serve {
 	char token[256]; /* "" when no token is asked for */
 	pthread_mutex_t mu;
 	int in_flight; /* handlers between their request and their answer */
+	int ws_open;   /* OpenEnv WebSocket connections (openenv_ws.c) */
+	bool stopping; /* SIGINT or SIGTERM came: WebSocket connections close */
 };
 
 struct conn {
@@ -54,6 +56,14 @@ enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, const c
  * and a message in d. */
 json_t *run_evaluate(struct serve *S, const char *body, size_t len, const char *hkey,
 		     unsigned *status, const char **code, struct ca_diag *d);
+/* POST /v1/sessions's work, shared with OpenEnv's WebSocket reset: a new session (*out, a
+ * reference) and its answer {session_id, prompt, tools}, or NULL with *status, *code and a
+ * message in d. */
+json_t *run_session_open(struct serve *S, const char *body, size_t len, bool too_big,
+			 struct serve_session **out, unsigned *status, const char **code,
+			 struct ca_diag *d);
+/* GET /ws: OpenEnv's WebSocket sessions (openenv_ws.c). */
+enum MHD_Result openenv_ws_upgrade(struct serve *S, struct MHD_Connection *c, unsigned *status);
 /* /reset, /step, /state, /schema, /health (openenv.c). */
 enum MHD_Result openenv(struct serve *S, struct MHD_Connection *c, const char *url, bool get,
 			bool post, struct conn *cc, unsigned *status);

@@ -41,7 +41,7 @@ cat "$tmp/main.out"
 passed=$((passed + $(grep -c '^ok ' "$tmp/main.out")))
 failed=$((failed + $(grep -c '^FAIL ' "$tmp/main.out")))
 
-for mode in sessions load; do
+for mode in sessions ws load; do
   CUDA_AGENT_SERVE_URL="http://127.0.0.1:$port" "$py" tests/integration/serve_client.py $mode >"$tmp/$mode.out" 2>&1
   cat "$tmp/$mode.out"
   passed=$((passed + $(grep -c '^ok ' "$tmp/$mode.out")))

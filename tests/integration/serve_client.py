@@ -1,7 +1,7 @@
 """Test client of tests/integration/serve.sh: drives a running `cuda-agent serve` over HTTP
 (stdlib only) and prints one `ok NAME` or `FAIL NAME: why` line per check.
 
-Usage: serve_client.py main|full|token|sessions|load|limits|restart-after
+Usage: serve_client.py main|full|token|sessions|ws|load|limits|restart-after
                                               (the server's URL in $CUDA_AGENT_SERVE_URL)
        serve_client.py kill|drain|restart-before URL SERVER_PID
 """
@@ -409,6 +409,93 @@ def limits_checks() -> None:
           (st, status, r))
 
 
+def ws_checks() -> None:
+    """OpenEnv's WebSocket protocol on /ws (the one its EnvClient speaks)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from ws_client import WS, WSClosed
+
+    ws = WS(URL + "/ws")
+    check("ws: handshake 101 with the right Sec-WebSocket-Accept",
+          ws.status == 101 and ws.accept_ok, (ws.status, ws.headers))
+    r = ws.ask({"type": "reset", "data": {}})
+    check("ws: reset without a task says how an episode goes", r["type"] == "observation"
+          and "finalize" in r["data"]["observation"]["prompt"] and r["data"]["done"] is False, r)
+    r = ws.ask({"type": "reset", "data": {"task": {"files": TINY}}})
+    d = r.get("data", {})
+    check("ws: reset with a task opens a session (prompt, tools)", r["type"] == "observation"
+          and "INTERFACE" in d["observation"]["prompt"] and d["observation"]["tools"]
+          and d["done"] is False, r)
+    sid = d.get("observation", {}).get("session_id")
+    r = ws.ask({"type": "state"})
+    check("ws: state names the episode", r == {"type": "state", "data": {"episode_id": sid,
+                                                                          "step_count": 0}}, r)
+    r = ws.ask({"type": "step", "data": {"tool": "write_file", "arguments": {
+        "path": "kernels/kernel.cu", "content": GOOD["kernels/axpb.cu"]}}})
+    check("ws: a tool step", r["type"] == "observation" and r["data"]["observation"]["ok"]
+          and r["data"]["done"] is False and r["data"]["reward"] is None, r)
+    r = ws.ask({"type": "step", "data": {"tool": "compile", "arguments": {}}})
+    check("ws: compile through the queue", r["type"] == "observation"
+          and r["data"]["observation"]["result"]["compiled"] is True, r)
+    r = ws.ask({"type": "step", "data": {"tool": "nope"}})
+    check("ws: an unknown tool is a VALIDATION_ERROR", r["type"] == "error"
+          and r["data"]["code"] == "VALIDATION_ERROR", r)
+    r = ws.ask({"type": "step", "data": {"tool": "finalize"}})
+    check("ws: finalize ends the episode with the result", r["type"] == "observation"
+          and r["data"]["done"] is True
+          and r["data"]["observation"]["result"]["reason"]["code"] == "env.no_gpu"
+          and r["data"]["reward"] is None, r)
+    r = ws.ask({"type": "step", "data": {"tool": "glob", "arguments": {"pattern": "*"}}})
+    check("ws: after finalize there is no session", r["type"] == "error"
+          and r["data"]["code"] == "SESSION_ERROR", r)
+    r = ws.ask({"type": "step", "data": torch_full()})
+    check("ws: an evaluate request is a one-step episode", r["type"] == "observation"
+          and r["data"]["done"] is True and r["data"]["observation"]["result"]["reason"]["code"]
+          == "ok" and r["data"]["reward"] is not None, r)
+    for name, msg, code in [("not JSON", None, "INVALID_JSON"),
+                            ("an unknown type", {"type": "dance"}, "UNKNOWN_TYPE"),
+                            ("a step that is not an object", {"type": "step", "data": 3},
+                             "VALIDATION_ERROR"),
+                            ("a bad task", {"type": "reset", "data": {"task": {}}},
+                             "VALIDATION_ERROR")]:
+        if msg is None:
+            ws.send_raw(ws.frame(b"{not json"))
+            r = ws.recv()
+        else:
+            r = ws.ask(msg)
+        check(f"ws: {name} is {code}", r["type"] == "error" and r["data"]["code"] == code, r)
+    # fragmented message and a ping in between
+    text = json.dumps({"type": "state"}).encode()
+    ws.send_raw(ws.frame(text[:5], fin=False) + ws.frame(b"hi", opcode=9)
+                + ws.frame(text[5:], opcode=0))
+    op, _, payload = ws.recv_frame()
+    r = ws.recv()
+    check("ws: a ping is answered, a fragmented message joined", op == 10 and payload == b"hi"
+          and r["type"] == "state", (op, payload, r))
+    ws.send({"type": "close"})
+    try:
+        ws.recv()
+        closed: int | None = -1
+    except WSClosed as e:
+        closed = e.code
+    check("ws: close ends the connection with 1000", closed == 1000, closed)
+    ws.sock.close()
+    # protocol errors close the connection
+    for name, raw, want in [("an unmasked frame", WS.frame(b"{}", mask=False), 1002),
+                            ("a binary frame", WS.frame(b"{}", opcode=2), 1003),
+                            ("reserved bits", bytes([0xF1, 0x80, 0, 0, 0, 0]), 1002)]:
+        w = WS(URL + "/ws")
+        w.send_raw(raw)
+        try:
+            w.recv()
+            got: int | None = -1
+        except WSClosed as e:
+            got = e.code
+        check(f"ws: {name} closes with {want}", got == want, got)
+        w.sock.close()
+    status, _, text = call("GET", "/ws")
+    check("ws: a plain GET /ws is 426", status == 426, (status, text[:200]))
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode in ("kill", "drain", "restart-before"):
@@ -417,5 +504,6 @@ if __name__ == "__main__":
          "restart-before": restart_before}[mode](int(sys.argv[3]))
     else:
         {"main": main_checks, "full": full_checks, "token": token_checks,
-         "sessions": session_checks, "load": load_checks, "limits": limits_checks,
+         "sessions": session_checks, "ws": ws_checks, "load": load_checks,
+         "limits": limits_checks,
          "restart-after": restart_after}[mode]()

@@ -19,6 +19,7 @@
 #include "serve/fleet.h"
 #include "serve/metrics.h"
 #include "serve/redis.h"
+#include "serve/websocket.h"
 #include "serve/queue.h"
 #include "serve/request.h"
 #include "util/clock.h"
@@ -520,6 +521,60 @@ static void test_fleet_pack(void **state)
 	ca_remove_tree(dst, NULL);
 }
 
+static void test_websocket(void **state)
+{
+	(void)state;
+	char accept[WS_ACCEPT_CHARS + 1];
+	struct ca_diag d = {{0}};
+	struct ws_frame f;
+	uint8_t hdr[WS_HEADER_MAX];
+	/* RFC 6455, section 1.3 */
+	assert_int_equal(ws_accept_key("dGhlIHNhbXBsZSBub25jZQ==", accept, &d), 0);
+	assert_string_equal(accept, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+	assert_int_equal(ws_accept_key("short", accept, &d), CA_ERR_INVALID);
+	assert_int_equal(ws_accept_key(NULL, accept, &d), CA_ERR_INVALID);
+	assert_int_equal(ws_accept_key("dGhlIHNhbXBsZSBub25jZQ=!", accept, &d), CA_ERR_INVALID);
+	/* a masked "Hello" (RFC 6455, section 5.7) */
+	uint8_t hello[] = {0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58};
+	assert_int_equal(ws_frame_parse(hello, 1, &f, &d), 0);
+	assert_int_equal(ws_frame_parse(hello, 5, &f, &d), 0);
+	assert_int_equal(ws_frame_parse(hello, sizeof hello, &f, &d), 1);
+	assert_true(f.fin);
+	assert_int_equal(f.opcode, WS_OP_TEXT);
+	assert_int_equal(f.len, 5);
+	assert_int_equal(f.header_len, 6);
+	ws_unmask(hello + 6, 5, f.mask, 0);
+	assert_memory_equal(hello + 6, "Hello", 5);
+	/* refused: unmasked, reserved bits, unknown opcode, long or fragmented control frames,
+	 * lengths not in their shortest form, over the cap */
+	static const uint8_t bad[][14] = {
+		{0x81, 0x05},
+		{0xC1, 0x80, 0, 0, 0, 0},
+		{0x83, 0x80, 0, 0, 0, 0},
+		{0x89, 0xFE, 0x00, 0x80, 0, 0, 0, 0},
+		{0x09, 0x80, 0, 0, 0, 0},
+		{0x81, 0xFE, 0x00, 0x05, 0, 0, 0, 0},
+		{0x81, 0xFF, 0, 0, 0, 0, 0, 0, 0x01, 0x00, 0, 0, 0, 0},
+		{0x81, 0xFF, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0},
+		{0x81, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		memset(&d, 0, sizeof d);
+		assert_true(ws_frame_parse(bad[i], sizeof bad[i], &f, &d) < 0);
+		assert_true(d.msg[0] != '\0');
+	}
+	/* server headers in the three length forms */
+	assert_int_equal(ws_frame_header(hdr, WS_OP_TEXT, 5), 2);
+	assert_int_equal(hdr[0], 0x81);
+	assert_int_equal(hdr[1], 5);
+	assert_int_equal(ws_frame_header(hdr, WS_OP_TEXT, 300), 4);
+	assert_int_equal(hdr[1], 126);
+	assert_int_equal(hdr[2] << 8 | hdr[3], 300);
+	assert_int_equal(ws_frame_header(hdr, WS_OP_BINARY, 70000), 10);
+	assert_int_equal(hdr[1], 127);
+	assert_int_equal(hdr[7] << 16 | hdr[8] << 8 | hdr[9], 70000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -533,6 +588,7 @@ int main(void)
 		cmocka_unit_test(test_metrics_text),
 		cmocka_unit_test(test_redis_url),
 		cmocka_unit_test(test_fleet_pack),
+		cmocka_unit_test(test_websocket),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

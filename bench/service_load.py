@@ -1,0 +1,191 @@
+"""Throughput of `cuda-agent serve` on a GPU machine (issue 15's H200 figures; docs/service.md).
+
+Starts the service (the embedded queue, or `--redis`: a redis-server from PATH, `serve --redis`
+and one `cuda-agent worker --redis` node), then C clients each open an agent session on the
+rowsum task, write a kernel of their own (tests/adversarial/honest/block_smem_rowsum with a
+unique comment, so every evaluation builds), and finalize it, until N evaluations are done.
+Reports evaluations per minute, finalize p50/p99, the GPU's busy fraction (NVML utilization,
+sampled every 200 ms by nvidia-smi during the load), the rewards, and the rewards of three of the
+same kernels evaluated from the CLI. Prints one JSON object; `--out FILE` keeps the records.
+
+Usage: python3 bench/service_load.py [--build build] [--gpu-slots 3] [--clients 64]
+                                     [--evaluations 128] [--redis] [--out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ADV = ROOT / "tests/adversarial"
+TASK = {p.name: p.read_text() for p in (ADV / "tasks/rowsum").iterdir() if p.is_file()}
+DEVICE = os.environ.get("CUDA_AGENT_DEVICE", "cuda")  # cpu: a dry run of the harness
+KERNEL = (ADV / "honest/block_smem_rowsum/kernels/rowsum_block.cu").read_text()
+
+
+def variant(i: int) -> str:
+    return KERNEL + f"\n// variant {i}\n"
+
+
+def call(url: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url + path, data=data, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=900) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")[:300]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def load(url: str, clients: int, n: int, first: int) -> list[dict[str, Any]]:
+    lock = threading.Lock()
+    recs: list[dict[str, Any]] = []
+    nxt = [first]
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= first + n:
+                return
+            st, r = call(url, "POST", "/v1/sessions", {"task": {"files": TASK}})
+            if st != 200:
+                with lock:
+                    recs.append({"i": i, "error": f"session {st}: {r}"})
+                continue
+            sid = r["session_id"]
+            call(url, "POST", f"/v1/sessions/{sid}/tools/write_file",
+                 {"path": "kernels/kernel.cu", "content": variant(i)})
+            t = time.monotonic()
+            st, f = call(url, "POST", f"/v1/sessions/{sid}/finalize", {})
+            lat = time.monotonic() - t
+            call(url, "DELETE", f"/v1/sessions/{sid}")
+            res = f.get("result", {}) if isinstance(f, dict) else {}
+            with lock:
+                recs.append({"i": i, "status": st, "finalize_s": lat, "reward": res.get("reward"),
+                             "code": (res.get("reason") or {}).get("code"),
+                             "seconds": res.get("seconds")})
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return recs
+
+
+def summary(recs: list[dict[str, Any]], seconds: float, util: list[float]) -> dict[str, Any]:
+    lat = sorted(r["finalize_s"] for r in recs if "finalize_s" in r)
+    ok = [r for r in recs if r.get("code") == "ok"]
+    return {"evaluations": len(recs), "ok": len(ok), "seconds": round(seconds, 1),
+            "evals_per_min": round(len(recs) / seconds * 60, 1),
+            "finalize_p50_s": round(statistics.median(lat), 2) if lat else None,
+            "finalize_p99_s": round(lat[int(0.99 * (len(lat) - 1))], 2) if lat else None,
+            "gpu_busy_pct": round(statistics.mean(util), 1) if util else None,
+            "codes": sorted({str(r.get("code")) for r in recs}),
+            "rewards": {str(k): sum(1 for r in recs if r.get("reward") == k)
+                        for k in (-1, 1, 2, 3, None)}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", type=Path, default=ROOT / "build")
+    ap.add_argument("--gpu-slots", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=64)
+    ap.add_argument("--evaluations", type=int, default=128)
+    ap.add_argument("--redis", action="store_true")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    cli = str(a.build / "cuda-agent")
+    tmp = Path(tempfile.mkdtemp(prefix="ca-service-load-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    report: dict[str, Any] = {"mode": "redis" if a.redis else "embedded",
+                              "gpu_slots": a.gpu_slots, "clients": a.clients}
+    try:
+        port = free_port()
+        args = [cli, "serve", "--listen", f"127.0.0.1:{port}", "--state", str(tmp / "serve"),
+                "--device", DEVICE]
+        if a.redis:
+            rport = free_port()
+            procs.append(subprocess.Popen(["redis-server", "--port", str(rport), "--save", "",
+                                           "--appendonly", "no"], stdout=subprocess.DEVNULL))
+            time.sleep(0.5)
+            args += ["--redis", f"redis://127.0.0.1:{rport}"]
+            procs.append(subprocess.Popen(
+                [cli, "worker", "--redis", f"redis://127.0.0.1:{rport}", "--gpu-slots",
+                 str(a.gpu_slots), "--device", DEVICE, "--state", str(tmp / "node")],
+                stderr=open(tmp / "node.log", "wb")))  # noqa: SIM115 (open while the node runs)
+        else:
+            args += ["--gpu-slots", str(a.gpu_slots)]
+        procs.append(subprocess.Popen(args, stderr=open(tmp / "serve.log", "wb")))  # noqa: SIM115
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                if call(url, "GET", "/v1/health")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        load(url, a.gpu_slots, a.gpu_slots, 10_000)  # warm: bridges, baselines
+        smi = (subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.gpu",
+                                 "--format=csv,noheader,nounits", "-lms", "200"],
+                                stdout=subprocess.PIPE, text=True)
+               if shutil.which("nvidia-smi") else None)
+        t0 = time.monotonic()
+        recs = load(url, a.clients, a.evaluations, 0)
+        el = time.monotonic() - t0
+        util: list[float] = []
+        if smi:
+            smi.terminate()
+            util = [float(x) for x in (smi.communicate()[0] or "").split() if x.isdigit()]
+        report.update(summary(recs, el, util))
+        # the same kernels from the CLI
+        cli_rewards = {}
+        for i in (3, 17, 40):
+            d = tmp / f"cli{i}" / "kernels"
+            d.mkdir(parents=True)
+            (d / "kernel.cu").write_text(variant(i))
+        p = subprocess.run([cli, "eval", "--json", "--task", str(ADV / "tasks/rowsum")]
+                           + [str(tmp / f"cli{i}") for i in (3, 17, 40)],
+                           capture_output=True, text=True, timeout=300, check=False)
+        for i, line in zip((3, 17, 40), [x for x in p.stdout.splitlines() if x.startswith("{")]):
+            cli_rewards[i] = json.loads(line)["reward"]
+        served = {r["i"]: r.get("reward") for r in recs}
+        report["cli_vs_service_rewards"] = {str(i): [cli_rewards.get(i), served.get(i)]
+                                            for i in (3, 17, 40)}
+        if a.out:
+            a.out.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    finally:
+        for pr in reversed(procs):
+            pr.terminate()
+            try:
+                pr.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pr.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(json.dumps(report))
+    sys.exit(0 if report.get("ok") == report.get("evaluations") else 1)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("CUDA_AGENT_LOG", "quiet")
+    main()
