@@ -51,12 +51,12 @@ static const char help[] =
 	"  -q, --quiet         no log lines\n"
 	"  -h, --help          this help\n";
 
-static int positive(const char *opt, const char *v, long max, long *out)
+static int positive(const char *cmd, const char *opt, const char *v, long max, long *out)
 {
 	char *end;
 	long n = strtol(v, &end, 10);
 	if (*end || n < 1 || n > max) {
-		fprintf(stderr, "cuda-agent serve: %s wants a number from 1 to %ld\n", opt, max);
+		fprintf(stderr, "cuda-agent %s: %s wants a number from 1 to %ld\n", cmd, opt, max);
 		return -1;
 	}
 	*out = n;
@@ -83,83 +83,115 @@ static int redis_ok(const char *cmd, const char *v)
 	return 0;
 }
 
+/* The options serve and worker share: where and how the jobs run. */
+enum { O_WORKERS = 256, O_GPUS, O_GPU_SLOTS, O_STATE, O_PYTHON, O_DEVICE, O_REDIS, O_POOL_END };
+#define POOL_LONGOPTS                                                 \
+	{"workers", required_argument, NULL, O_WORKERS},              \
+	{"gpus", required_argument, NULL, O_GPUS},                    \
+	{"gpu-slots", required_argument, NULL, O_GPU_SLOTS},          \
+	{"state", required_argument, NULL, O_STATE},                  \
+	{"python", required_argument, NULL, O_PYTHON},                \
+	{"device", required_argument, NULL, O_DEVICE},                \
+	{"redis", required_argument, NULL, O_REDIS},                  \
+	{"quiet", no_argument, NULL, 'q'}
+
+struct pool_flags {
+	int workers, gpu_slots;
+	const char *gpus, *state, *python, *device, *redis;
+};
+
+/* One shared option into p: 1 taken, 0 not one of them, -1 a usage error (said). */
+static int pool_option(const char *cmd, int ch, const char *arg, struct pool_flags *p)
+{
+	long n;
+	switch (ch) {
+	case O_WORKERS:
+		if (positive(cmd, "--workers", arg, SERVE_MAX_WORKERS, &n))
+			return -1;
+		p->workers = (int)n;
+		return 1;
+	case O_GPU_SLOTS:
+		if (positive(cmd, "--gpu-slots", arg, 16, &n))
+			return -1;
+		p->gpu_slots = (int)n;
+		return 1;
+	case O_GPUS: p->gpus = arg; return 1;
+	case O_STATE: p->state = arg; return 1;
+	case O_PYTHON: p->python = arg; return 1;
+	case O_DEVICE:
+		if (device_ok(cmd, arg))
+			return -1;
+		p->device = arg;
+		return 1;
+	case O_REDIS:
+		if (redis_ok(cmd, arg))
+			return -1;
+		p->redis = arg;
+		return 1;
+	case 'q': ca_log_set_level(CA_LOG_QUIET); return 1;
+	default: return 0;
+	}
+}
+
 int cmd_serve(int argc, char **argv)
 {
-	enum { O_LISTEN = 256, O_PORT_FILE, O_WORKERS, O_GPUS, O_MAX_QUEUE, O_STATE, O_TASKS,
-	       O_PYTHON, O_DEVICE, O_MAX_SESSIONS, O_IDLE, O_REDIS, O_GPU_SLOTS };
+	enum { O_LISTEN = O_POOL_END, O_PORT_FILE, O_MAX_QUEUE, O_TASKS, O_MAX_SESSIONS, O_IDLE };
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, O_LISTEN},
 		{"port-file", required_argument, NULL, O_PORT_FILE},
-		{"workers", required_argument, NULL, O_WORKERS},
-		{"gpus", required_argument, NULL, O_GPUS},
 		{"max-queue", required_argument, NULL, O_MAX_QUEUE},
 		{"max-sessions", required_argument, NULL, O_MAX_SESSIONS},
 		{"session-idle", required_argument, NULL, O_IDLE},
-		{"state", required_argument, NULL, O_STATE},
 		{"tasks", required_argument, NULL, O_TASKS},
-		{"python", required_argument, NULL, O_PYTHON},
-		{"device", required_argument, NULL, O_DEVICE},
-		{"redis", required_argument, NULL, O_REDIS},
-		{"gpu-slots", required_argument, NULL, O_GPU_SLOTS},
-		{"quiet", no_argument, NULL, 'q'},
+		POOL_LONGOPTS,
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct serve_opts o;
+	struct pool_flags pf = {0};
 	struct ca_diag d = {{0}};
 	long n;
 	int ch, rc;
 
 	serve_opts_defaults(&o);
+	pf.device = o.device;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+		int taken = pool_option("serve", ch, optarg, &pf);
+		if (taken < 0)
+			return EXIT_USAGE;
+		if (taken)
+			continue;
 		switch (ch) {
 		case O_LISTEN: o.listen = optarg; break;
 		case O_PORT_FILE: o.port_file = optarg; break;
-		case O_WORKERS:
-			if (positive("--workers", optarg, SERVE_MAX_WORKERS, &n))
-				return EXIT_USAGE;
-			o.workers = (int)n;
-			break;
-		case O_GPUS: o.gpus = optarg; break;
-		case O_GPU_SLOTS:
-			if (positive("--gpu-slots", optarg, 16, &n))
-				return EXIT_USAGE;
-			o.gpu_slots = (int)n;
-			break;
 		case O_MAX_QUEUE:
-			if (positive("--max-queue", optarg, 1000000, &n))
+			if (positive("serve", "--max-queue", optarg, 1000000, &n))
 				return EXIT_USAGE;
 			o.max_queue = (size_t)n;
 			break;
 		case O_MAX_SESSIONS:
-			if (positive("--max-sessions", optarg, 1000000, &n))
+			if (positive("serve", "--max-sessions", optarg, 1000000, &n))
 				return EXIT_USAGE;
 			o.max_sessions = (size_t)n;
 			break;
 		case O_IDLE:
-			if (positive("--session-idle", optarg, 7 * 86400, &n))
+			if (positive("serve", "--session-idle", optarg, 7 * 86400, &n))
 				return EXIT_USAGE;
 			o.session_idle_s = (double)n;
 			break;
-		case O_STATE: o.state_dir = optarg; break;
 		case O_TASKS: o.tasks = optarg; break;
-		case O_PYTHON: o.python = optarg; break;
-		case O_DEVICE:
-			if (device_ok("serve", optarg))
-				return EXIT_USAGE;
-			o.device = optarg;
-			break;
-		case O_REDIS:
-			if (redis_ok("serve", optarg))
-				return EXIT_USAGE;
-			o.redis = optarg;
-			break;
-		case 'q': ca_log_set_level(CA_LOG_QUIET); break;
 		case 'h': printf("%s%s", usage, help); return EXIT_OK;
 		default: fprintf(stderr, "%sTry 'cuda-agent serve --help'.\n", usage); return EXIT_USAGE;
 		}
 	}
+	o.workers = pf.workers;
+	o.gpus = pf.gpus;
+	o.gpu_slots = pf.gpu_slots;
+	o.state_dir = pf.state;
+	o.python = pf.python;
+	o.device = pf.device;
+	o.redis = pf.redis;
 	if (optind < argc) {
 		fprintf(stderr, "%sunexpected argument '%s'\n", usage, argv[optind]);
 		return EXIT_USAGE;
@@ -213,73 +245,58 @@ static const char worker_help[] =
 
 int cmd_worker(int argc, char **argv)
 {
-	enum { O_REDIS = 256, O_WORKERS, O_GPUS, O_RECLAIM, O_NAME, O_STATE, O_PYTHON, O_DEVICE,
-	       O_GPU_SLOTS };
+	enum { O_RECLAIM = O_POOL_END, O_NAME };
 	static const struct option longopts[] = {
-		{"redis", required_argument, NULL, O_REDIS},
-		{"workers", required_argument, NULL, O_WORKERS},
-		{"gpus", required_argument, NULL, O_GPUS},
-		{"gpu-slots", required_argument, NULL, O_GPU_SLOTS},
 		{"reclaim-after", required_argument, NULL, O_RECLAIM},
 		{"name", required_argument, NULL, O_NAME},
-		{"state", required_argument, NULL, O_STATE},
-		{"python", required_argument, NULL, O_PYTHON},
-		{"device", required_argument, NULL, O_DEVICE},
-		{"quiet", no_argument, NULL, 'q'},
+		POOL_LONGOPTS,
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct fleet_node_opts o;
+	struct pool_flags pf = {0};
 	struct ca_diag d = {{0}};
 	long n;
 	int ch, rc;
 
 	fleet_node_opts_defaults(&o);
+	pf.device = o.device;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+		int taken = pool_option("worker", ch, optarg, &pf);
+		if (taken < 0)
+			return EXIT_USAGE;
+		if (taken)
+			continue;
 		switch (ch) {
-		case O_REDIS:
-			if (redis_ok("worker", optarg))
-				return EXIT_USAGE;
-			o.redis_url = optarg;
-			break;
-		case O_WORKERS:
-			if (positive("--workers", optarg, SERVE_MAX_WORKERS, &n))
-				return EXIT_USAGE;
-			o.workers = (int)n;
-			break;
-		case O_GPUS: o.gpus = optarg; break;
-		case O_GPU_SLOTS:
-			if (positive("--gpu-slots", optarg, 16, &n))
-				return EXIT_USAGE;
-			o.gpu_slots = (int)n;
-			break;
 		case O_RECLAIM:
-			if (positive("--reclaim-after", optarg, 86400, &n))
+			if (positive("worker", "--reclaim-after", optarg, 86400, &n))
 				return EXIT_USAGE;
 			o.reclaim_s = (double)n;
 			break;
 		case O_NAME:
-			if (!optarg[0] || strlen(optarg) > 64 || strspn(optarg, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(optarg)) {
-				fprintf(stderr, "cuda-agent worker: --name is 1 to 64 of [A-Za-z0-9._-]\n");
+			if (!optarg[0] || strlen(optarg) > 64 ||
+			    strspn(optarg, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					   "0123456789._-") != strlen(optarg)) {
+				fprintf(stderr, "cuda-agent worker: --name is 1 to 64 of "
+						"[A-Za-z0-9._-]\n");
 				return EXIT_USAGE;
 			}
 			o.consumer = optarg;
 			break;
-		case O_STATE: o.state_dir = optarg; break;
-		case O_PYTHON: o.python = optarg; break;
-		case O_DEVICE:
-			if (device_ok("worker", optarg))
-				return EXIT_USAGE;
-			o.device = optarg;
-			break;
-		case 'q': ca_log_set_level(CA_LOG_QUIET); break;
 		case 'h': printf("%s%s", worker_usage, worker_help); return EXIT_OK;
 		default:
 			fprintf(stderr, "%sTry 'cuda-agent worker --help'.\n", worker_usage);
 			return EXIT_USAGE;
 		}
 	}
+	o.redis_url = pf.redis;
+	o.workers = pf.workers;
+	o.gpus = pf.gpus;
+	o.gpu_slots = pf.gpu_slots;
+	o.state_dir = pf.state;
+	o.python = pf.python;
+	o.device = pf.device;
 	if (optind < argc || !o.redis_url) {
 		fprintf(stderr, "%s%s\n", worker_usage,
 			optind < argc ? "unexpected argument" : "--redis URL is required");

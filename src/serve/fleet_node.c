@@ -13,6 +13,7 @@
 #include "util/clock.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/proc.h"
 #include "util/str.h"
 
 #define NODE_BLOCK_MS "1000"
@@ -539,11 +540,7 @@ int fleet_node_run(const struct fleet_node_opts *o, struct ca_diag *d)
 	n->o = o;
 	pthread_mutex_init(&n->mu, NULL);
 	pthread_cond_init(&n->wake, NULL);
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	ca_block_stop_signals(&sigs);
 	serve_metrics_init(&n->m);
 	if ((rc = node_dirs(n, logs, sizeof logs, d)) || (rc = redis_open(&r, o->redis_url, 5.0, d)))
 		goto out;

@@ -28,6 +28,7 @@
 #include "util/clock.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/proc.h"
 #include "util/str.h"
 
 void serve_opts_defaults(struct serve_opts *o)
@@ -661,11 +662,7 @@ int serve_run(const struct serve_opts *o, struct ca_diag *d)
 	if ((rc = make_state(S, state, logs, d)))
 		goto out_free;
 	/* Only this thread takes the signals that end the service. */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	ca_block_stop_signals(&sigs);
 	serve_metrics_init(&S->m);
 	if ((rc = job_queue_init(&S->q, o->max_queue, o->keep_done, d)))
 		goto out_metrics;

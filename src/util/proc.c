@@ -470,3 +470,12 @@ void ca_child_finish(struct ca_child *c, double grace_s, struct ca_run_result *r
 	c->rbuf = NULL;
 	c->rlen = c->rcap = 0;
 }
+
+void ca_block_stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}

@@ -6,6 +6,7 @@
 #ifndef CA_UTIL_PROC_H
 #define CA_UTIL_PROC_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -78,5 +79,9 @@ void ca_child_close(struct ca_child *c, double grace_s);
  * timed_out when it had to be killed after grace_s); r's buffers stay NULL. */
 void ca_child_finish(struct ca_child *c, double grace_s, struct ca_run_result *r);
 bool ca_child_alive(struct ca_child *c);
+
+/* Blocks SIGINT and SIGTERM in this thread and the threads it starts from now on (set: the two,
+ * for sigwait in the thread that ends the program), and ignores SIGPIPE. */
+void ca_block_stop_signals(sigset_t *set);
 
 #endif
