@@ -40,6 +40,8 @@ static const char main_usage[] =
 	"  baselines export|import       the baseline table as JSON lines, shared by a fleet\n"
 	"  serve [--listen ADDR:PORT]    the evaluation service over HTTP (docs/service.md)\n"
 	"  worker --redis URL            a GPU node serving the jobs of `serve --redis URL`\n"
+	"  synth crawl|compose|filter|export --dir DIR\n"
+	"                                training tasks made from PyTorch's operators\n"
 	"  version                       print versions\n"
 	"\n"
 	"Run 'cuda-agent <command> --help' for a command's options.\n"
@@ -389,6 +391,8 @@ int main(int argc, char **argv)
 		return cmd_baselines(argc - 1, argv + 1);
 	if (strcmp(argv[1], "serve") == 0)
 		return cmd_serve(argc - 1, argv + 1);
+	if (strcmp(argv[1], "synth") == 0)
+		return cmd_synth(argc - 1, argv + 1);
 	if (strcmp(argv[1], "worker") == 0)
 		return cmd_worker(argc - 1, argv + 1);
 	if (strcmp(argv[1], "serve-worker") == 0)

@@ -1,0 +1,259 @@
+"""`python -m cuda_agent_bridge.synth STEP --dir DIR ...` (what `cuda-agent synth` runs;
+docs/synth.md). Every step reads and writes files in DIR and can be interrupted and run again:
+it goes on from what is already there.
+
+  crawl                 DIR/catalog.json: the operators found (synth/catalog.py)
+  compose -n N          DIR/tasks.jsonl: N tasks (synth/compose.py); --seed S
+  filter                DIR/verdicts.jsonl: each task's verdict (synth/filters.py);
+                        --kernelbench PATH (decontamination), --no-compile, --jobs J
+  export                DIR/ops.jsonl (+ ops.parquet with pyarrow): the kept tasks as Ops-6K
+                        rows {code, ops, data_source}; DIR/funnel.json and a table on stdout
+
+Exit status: 0 done, 2 usage or a missing input file, 3 a step failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+Json = dict[str, Any]
+
+
+class Progress:
+    """One line on stderr, rewritten: done/total, rate, ETA."""
+
+    def __init__(self, what: str, total: int, start: int = 0) -> None:
+        self.what, self.total, self.start = what, total, start
+        self.t0 = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.last < 0.5 and done < self.total:
+            return
+        self.last = now
+        rate = (done - self.start) / max(now - self.t0, 1e-9)
+        eta = (self.total - done) / rate if rate > 0 else float("inf")
+        eta_s = f"{eta:.0f} s" if eta != float("inf") else "?"
+        end = "\n" if done >= self.total else ""
+        sys.stderr.write(f"\r{self.what}: {done}/{self.total} ({rate:.1f}/s, ETA {eta_s})   {end}")
+        sys.stderr.flush()
+
+
+def read_jsonl(path: Path) -> list[Json]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break  # a line cut by an interruption: what follows it is redone
+    return out
+
+
+def append_jsonl(path: Path, rows: list[Json]) -> None:
+    with path.open("a") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+def step_crawl(d: Path) -> int:
+    from . import catalog
+
+    out = d / "catalog.json"
+    if out.exists():
+        print(f"{out} exists (remove it to crawl again)")
+        return 0
+    n = [0]
+
+    def tick(source: str, k: int) -> None:
+        n[0] += 1
+        if n[0] % 25 == 0:
+            sys.stderr.write(f"\rcrawl: {n[0]} operators ({source})   ")
+
+    cat = catalog.crawl(tick)
+    sys.stderr.write("\n")
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(cat, indent=1))
+    os.replace(tmp, out)
+    print(f"crawl: {len(cat['entries'])} operators ({cat['usable']} usable: deterministic, "
+          f"batch dimension free) by source {cat['counts']} -> {out}")
+    return 0
+
+
+def step_compose(d: Path, n: int, seed: int) -> int:
+    from . import compose
+
+    cat = json.loads((d / "catalog.json").read_text())
+    path = d / "tasks.jsonl"
+    have = read_jsonl(path)
+    path.write_text("".join(json.dumps(t) + "\n" for t in have))  # drop a cut last line
+    rng = random.Random(seed)
+    for _ in range(len(have) * 3):  # the stream of draws as it was, then on
+        rng.random()
+    prog = Progress("compose", n, len(have))
+    batch: list[Json] = []
+    tries = 0
+    k = len(have)
+    blocks = any(any(m in e["id"] for m in compose.BLOCK_MARKERS) for e in compose.usable(cat))
+    while k < n:
+        kind = compose.draw_kind(rng)
+        if kind == "block" and not blocks:
+            continue  # the catalog has no transformer block: the mix renormalizes
+        t = None
+        for _ in range(100):  # operators drawn again, for this kind
+            tries += 1
+            t = compose.compose_one(cat, random.Random(rng.getrandbits(64)), k, kind)
+            if t is not None:
+                break
+        if t is None:
+            print(f"compose: no task of kind {kind} could be made", file=sys.stderr)
+            return 3
+        batch.append(t)
+        k += 1
+        if len(batch) >= 20 or k == n:
+            append_jsonl(path, batch)
+            batch = []
+        prog(k)
+    mix = Counter(t["kind"] for t in read_jsonl(path))
+    print(f"compose: {k} tasks in {path}; mix {dict(sorted(mix.items()))}")
+    return 0
+
+
+def step_filter(d: Path, kernelbench: Path | None, do_compile: bool, jobs: int) -> int:
+    from . import filters, similarity
+
+    tasks = read_jsonl(d / "tasks.jsonl")
+    path = d / "verdicts.jsonl"
+    done = read_jsonl(path)
+    path.write_text("".join(json.dumps(v) + "\n" for v in done))
+    kb = similarity.corpus(kernelbench) if kernelbench else {}
+    if kernelbench and not kb:
+        print(f"filter: no KernelBench program under {kernelbench}", file=sys.stderr)
+        return 2
+    deco = filters.Decontaminator(kb)
+    by_id = {t["id"]: t for t in tasks}
+    for v in done:  # the kept set as it was
+        if v.get("kept"):
+            deco.kept[tuple(by_id[v["id"]]["ops"])] = v["id"]
+    todo = tasks[len(done):]
+    prog = Progress("filter", len(tasks), len(done))
+    chunk = max(jobs * 4, 8)
+    for i in range(0, len(todo), chunk):
+        part = todo[i:i + chunk]
+        res = filters.run_parallel(part, do_compile, jobs)
+        rows = []
+        for t, v in zip(part, res, strict=True):
+            if v["stage"] is None:
+                failed = deco.check(t)
+                if failed:
+                    v["stage"], v["why"], info = failed
+                    v.update(info)
+            v["kept"] = v["stage"] is None
+            rows.append(v)
+        append_jsonl(path, rows)
+        prog(len(done) + i + len(part))
+    verdicts = read_jsonl(path)
+    kept = sum(1 for v in verdicts if v.get("kept"))
+    print(f"filter: {kept} of {len(verdicts)} kept -> {path}"
+          + ("" if kernelbench else " (no --kernelbench: not decontaminated)"))
+    return 0
+
+
+def funnel(tasks: list[Json], verdicts: list[Json]) -> Json:
+    from .filters import STAGES
+
+    dropped = Counter(v["stage"] for v in verdicts if not v.get("kept"))
+    why: dict[str, Counter[str]] = {}
+    for v in verdicts:
+        if not v.get("kept"):
+            why.setdefault(v["stage"], Counter())[v["why"].split(":")[0][:60]] += 1
+    by_id = {t["id"]: t for t in tasks}
+    kept = [by_id[v["id"]] for v in verdicts if v.get("kept")]
+    left, rows = len(verdicts), []
+    for s in STAGES:
+        left -= dropped.get(s, 0)
+        rows.append({"stage": s, "dropped": dropped.get(s, 0), "left": left,
+                     "top_reasons": why.get(s, Counter()).most_common(3)})
+    runtimes = [v["runtime_ms"] for v in verdicts if v.get("kept") and "runtime_ms" in v]
+    return {"composed": len(tasks), "filtered": len(verdicts), "kept": len(kept),
+            "stages": rows,
+            "mix": dict(sorted(Counter(t["kind"] for t in kept).items())),
+            "ops": Counter(op for t in kept for op in t["ops"]).most_common(30),
+            "runtime_ms": runtimes,
+            "runtime_measured": all(v.get("measured") for v in verdicts if v.get("kept"))}
+
+
+def step_export(d: Path) -> int:
+    tasks = read_jsonl(d / "tasks.jsonl")
+    verdicts = read_jsonl(d / "verdicts.jsonl")
+    by_id = {t["id"]: t for t in tasks}
+    rows = [{"code": by_id[v["id"]]["code"], "ops": by_id[v["id"]]["ops"],
+             "data_source": "cuda-agent-synth"} for v in verdicts if v.get("kept")]
+    out = d / "ops.jsonl"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    os.replace(tmp, out)
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), d / "ops.parquet")
+        parquet = f" and {d / 'ops.parquet'}"
+    except ImportError:
+        parquet = " (no pyarrow: no parquet)"
+    f = funnel(tasks, verdicts)
+    (d / "funnel.json").write_text(json.dumps(f, indent=1))
+    print(f"export: {len(rows)} tasks -> {out}{parquet}")
+    print(f"{'stage':<16}{'dropped':>9}{'left':>8}  top reasons")
+    print(f"{'composed':<16}{'':>9}{f['filtered']:>8}")
+    for r in f["stages"]:
+        reasons = "; ".join(f"{w} ({n})" for w, n in r["top_reasons"])
+        print(f"{r['stage']:<16}{r['dropped']:>9}{r['left']:>8}  {reasons}")
+    total = max(1, f["kept"])
+    mix = ", ".join(f"{k}: {100 * v / total:.1f} %" for k, v in f["mix"].items())
+    print(f"op-count mix of the kept tasks: {mix}")
+    rt = sorted(f["runtime_ms"])
+    if rt:
+        q = [rt[int(p * (len(rt) - 1))] for p in (0.1, 0.5, 0.9)]
+        print(f"eager runtime ({'measured' if f['runtime_measured'] else 'estimated'}): "
+              f"p10 {q[0]:.2f} ms, p50 {q[1]:.2f} ms, p90 {q[2]:.2f} ms")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="cuda-agent synth", description=__doc__.split("\n\n")[0])
+    ap.add_argument("step", choices=["crawl", "compose", "filter", "export"])
+    ap.add_argument("--dir", type=Path, required=True)
+    ap.add_argument("-n", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kernelbench", type=Path)
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    a = ap.parse_args(argv)
+    needs = {"compose": "catalog.json", "filter": "tasks.jsonl", "export": "verdicts.jsonl"}
+    if a.step in needs and not (a.dir / needs[a.step]).exists():
+        print(f"synth {a.step}: {a.dir / needs[a.step]} is missing (run the step before)",
+              file=sys.stderr)
+        return 2
+    a.dir.mkdir(parents=True, exist_ok=True)
+    if a.step == "crawl":
+        return step_crawl(a.dir)
+    if a.step == "compose":
+        return step_compose(a.dir, a.n, a.seed)
+    if a.step == "filter":
+        return step_filter(a.dir, a.kernelbench, not a.no_compile, a.jobs)
+    return step_export(a.dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

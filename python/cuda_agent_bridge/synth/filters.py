@@ -1,0 +1,189 @@
+"""`synth filter`: which composed tasks are kept, and why the others are not (docs/synth.md).
+
+Stages, in order; a task is dropped at the first it fails (the funnel counts each):
+1. ``runs``: model.py runs in eager PyTorch (at the probe batch: the batch dimension is free);
+2. ``deterministic``: two runs on the same inputs give the same output;
+3. ``stochastic``: the output does not change with the global seed (dropout, random ops);
+4. ``degenerate``: the evaluation's own detector (degenerate.Judge, over four input draws with
+   the default tolerance) finds the output not within tolerance of zeros or a constant, and
+   changing with the inputs;
+5. ``compiles``: torch.compile runs it (skipped with ``--no-compile``; CPU-heavy, so filter runs
+   tasks in parallel processes);
+6. ``runtime``: eager runtime in [1, 100] ms at the task's size, measured with CUDA events
+   where a GPU is, else the composer's roofline estimate (marked ``estimated``);
+7. ``decontaminated``: its similarity (synth/similarity.py) to every KernelBench program of the
+   given tree is at most 0.9;
+8. ``unique``: no task kept before it has the same operators in the same order (a near-copy:
+   sizes aside, the same computation).
+"""
+
+from __future__ import annotations
+
+import statistics
+import warnings
+from typing import Any
+
+import torch
+
+from ..degenerate import Judge
+from ..tasks import DEFAULT_TOLERANCE
+from . import similarity
+from .catalog import PROBE_SHAPES, Json
+from .compose import load, run_probe
+
+STAGES = ("runs", "deterministic", "stochastic", "degenerate", "compiles", "runtime",
+          "decontaminated", "unique")
+RUNTIME_MS = (1.0, 100.0)
+DECONTAMINATION_MAX = 0.9
+DRAWS = 4
+
+
+def _probe_batch(task: Json) -> int:
+    return PROBE_SHAPES[int(task["rank"])][0]
+
+
+def check_eager(task: Json) -> tuple[str, str] | None:
+    """Stages 1-4: None when they pass, else (stage, why)."""
+    b = _probe_batch(task)
+    try:
+        out1, _ = run_probe(task["code"], batch=b, seed=0)
+        out2, _ = run_probe(task["code"], batch=b, seed=0)
+    except Exception as exc:  # noqa: BLE001 - whatever the composed code raises
+        return "runs", f"{type(exc).__name__}: {str(exc)[:200]}"
+    if not isinstance(out1, torch.Tensor) or not isinstance(out2, torch.Tensor):
+        return "runs", "forward does not return one tensor"
+    if not torch.equal(out1, out2):
+        return "deterministic", "two runs on the same inputs differ"
+    ns = load(task["code"])
+    ns["batch_size"] = b
+    torch.manual_seed(0)
+    model = ns["Model"]().eval()
+    torch.manual_seed(123)
+    inputs = ns["get_inputs"]()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(1)
+        a = model(*inputs)
+        torch.manual_seed(2)
+        c = model(*inputs)
+    if not torch.equal(a, c):
+        return "stochastic", "the output changes with the global seed"
+    judge = Judge(DEFAULT_TOLERANCE, DEFAULT_TOLERANCE)
+    for k in range(DRAWS):
+        torch.manual_seed(1000 + k)
+        draw = ns["get_inputs"]()
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            judge.add([model(*draw)])
+    deg = judge.result()
+    if deg is not None:
+        return "degenerate", deg.message()
+    return None
+
+
+def check_compile(task: Json) -> tuple[str, str] | None:
+    b = _probe_batch(task)
+    try:
+        ns = load(task["code"])
+        ns["batch_size"] = b
+        torch.manual_seed(0)
+        model = ns["Model"]().eval()
+        inputs = ns["get_inputs"]()
+        torch._dynamo.reset()
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            eager = model(*inputs)
+            comp = torch.compile(model)(*inputs)  # type: ignore[no-untyped-call]
+        if comp.shape != eager.shape:
+            return "compiles", "torch.compile changes the output's shape"
+    except Exception as exc:  # noqa: BLE001
+        return "compiles", f"torch.compile: {type(exc).__name__}: {str(exc)[:200]}"
+    return None
+
+
+def runtime_ms(task: Json) -> tuple[float, bool]:
+    """(eager runtime in ms, measured): CUDA events at the task's size where a GPU is, else the
+    composer's estimate."""
+    if not torch.cuda.is_available():
+        return float(task["estimated_ms"]), False
+    ns = load(task["code"])
+    torch.manual_seed(0)
+    model = ns["Model"]().eval().cuda()
+    inputs = [x.cuda() for x in ns["get_inputs"]()]
+    times = []
+    with torch.no_grad():
+        for _ in range(3):
+            model(*inputs)
+        for _ in range(5):
+            s = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            e = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            s.record()
+            model(*inputs)
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e))
+    return statistics.median(times), True
+
+
+def verdict(task: Json, do_compile: bool) -> Json:
+    """Stages 1-6 of one task (the parallel part): {id, stage, why, runtime_ms, measured}."""
+    torch.set_num_threads(1)
+    out: Json = {"id": task["id"], "stage": None, "why": ""}
+    failed = check_eager(task)
+    if failed is None and do_compile:
+        failed = check_compile(task)
+        out["compiled"] = failed is None
+    if failed is None:
+        ms, measured = runtime_ms(task)
+        out["runtime_ms"], out["measured"] = round(ms, 3), measured
+        if not RUNTIME_MS[0] <= ms <= RUNTIME_MS[1]:
+            failed = ("runtime", f"eager runtime {ms:.3g} ms is outside "
+                                 f"[{RUNTIME_MS[0]:g}, {RUNTIME_MS[1]:g}] ms"
+                                 + ("" if measured else " (estimated)"))
+    if failed:
+        out["stage"], out["why"] = failed
+    return out
+
+
+class Decontaminator:
+    """Stages 7-8, in task order (each task is compared with those kept before it)."""
+
+    def __init__(self, kernelbench: dict[str, list[str]]) -> None:
+        self.kernelbench = kernelbench
+        self.kept: dict[tuple[str, ...], str] = {}  # operator sequence -> the kept task
+
+    def check(self, task: Json) -> tuple[str, str, Json] | None:
+        fp = similarity.fingerprint(task["code"])
+        name, score = similarity.closest(fp, self.kernelbench)
+        info: Json = {"kernelbench_closest": name, "kernelbench_similarity": round(score, 4)}
+        if score > DECONTAMINATION_MAX:
+            return "decontaminated", f"similarity {score:.3f} to KernelBench {name}", info
+        ops = tuple(task["ops"])
+        if ops in self.kept:
+            return "unique", f"the same operators as the kept task {self.kept[ops]}", info
+        self.kept[ops] = task["id"]
+        return None
+
+
+def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
+                 progress: Any = None) -> list[Json]:
+    """verdict() over tasks in `jobs` processes (1: in this one), in order."""
+    if jobs <= 1:
+        res = []
+        for t in tasks:
+            res.append(verdict(t, do_compile))
+            if progress:
+                progress(len(res))
+        return res
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    with cf.ProcessPoolExecutor(jobs, mp_context=ctx) as ex:
+        futs = [ex.submit(verdict, t, do_compile) for t in tasks]
+        res = []
+        for f in futs:
+            res.append(f.result())
+            if progress:
+                progress(len(res))
+    return res

@@ -1,0 +1,140 @@
+"""synth (docs/synth.md) on CPU torch: the crawl finds >= 300 operators, compose + filter give
+valid tasks in the configured mix (within 5 points on 500 tasks), decontamination rejects a
+renamed copy of a KernelBench task and keeps a new one, degenerate and stochastic tasks are
+dropped, and the steps go on after an interruption."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cuda_agent_bridge.synth import catalog, compose, filters, similarity
+from cuda_agent_bridge.synth.__main__ import main as synth_main
+from cuda_agent_bridge.synth.__main__ import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+KB_MINI = ROOT / "tests/data/kernelbench_mini/KernelBench"
+
+
+@pytest.fixture(scope="module")
+def cat() -> dict[str, Any]:
+    return catalog.crawl()
+
+
+def test_crawl_finds_300_usable_operators(cat: dict[str, Any]) -> None:
+    assert cat["usable"] >= 300, cat["counts"]
+    ids = [e["id"] for e in cat["entries"]]
+    assert len(ids) == len(set(ids))
+    by_id = {e["id"]: e for e in cat["entries"]}
+    # found, not listed: a module, a functional, a torch op, each with its probe's facts
+    conv = by_id["nn.Conv2d"]
+    assert conv["call"] == "module" and conv["init"]["in_channels"] == catalog.CHANNELS
+    assert 4 in conv["batch_free_ranks"] and not conv["stochastic"]
+    assert by_id["F.gelu"]["shapes"]["2"] == list(catalog.PROBE_SHAPES[2])
+    assert "float32" in by_id["torch.tanh"]["dtypes"]
+    assert by_id["F.dropout"]["stochastic"]  # training-mode dropout by default
+    assert by_id["torch.sum"]["call"] == "unary_dim"  # the batch-free way is preferred
+
+
+def test_compose_and_filter_keep_the_mix(cat: dict[str, Any], tmp_path: Path) -> None:
+    (tmp_path / "catalog.json").write_text(json.dumps(cat))
+    assert synth_main(["compose", "--dir", str(tmp_path), "-n", "500", "--seed", "7"]) == 0
+    tasks = read_jsonl(tmp_path / "tasks.jsonl")
+    assert len(tasks) == 500 and len({t["id"] for t in tasks}) == 500
+    assert synth_main(["filter", "--dir", str(tmp_path), "--no-compile", "--jobs", "1",
+                       "--kernelbench", str(KB_MINI)]) == 0
+    verdicts = read_jsonl(tmp_path / "verdicts.jsonl")
+    kept = [t for t, v in zip(tasks, verdicts, strict=True) if v["kept"]]
+    assert len(kept) > 300
+    mix = Counter(t["kind"] for t in kept)
+    blocks = any(any(m in e["id"] for m in compose.BLOCK_MARKERS) for e in compose.usable(cat))
+    want = dict(compose.MIX)
+    if not blocks:
+        want.pop("block")
+    total = sum(want.values())
+    for kind, p in want.items():
+        got = 100 * mix.get(kind, 0) / len(kept)
+        assert abs(got - 100 * p / total) <= 5, (kind, got, mix)
+    # every kept task is a valid KernelBench-convention program that runs
+    for t in kept[:25]:
+        out, ns = compose.run_probe(t["code"], batch=catalog.PROBE_SHAPES[t["rank"]][0])
+        assert set(ns) >= {"Model", "get_inputs", "get_init_inputs", "batch_size"}
+        assert out.is_floating_point()
+    assert synth_main(["export", "--dir", str(tmp_path)]) == 0
+    rows = read_jsonl(tmp_path / "ops.jsonl")
+    assert len(rows) == len(kept)
+    assert rows[0]["data_source"] == "cuda-agent-synth" and rows[0]["ops"] == kept[0]["ops"]
+    funnel = json.loads((tmp_path / "funnel.json").read_text())
+    assert funnel["kept"] == len(kept) and funnel["stages"][-1]["left"] == len(kept)
+
+
+def test_decontamination(tmp_path: Path) -> None:
+    kb = similarity.corpus(KB_MINI)
+    assert kb
+    name = sorted(kb)[0]
+    code = (KB_MINI / name).read_text()
+    renamed = (code.replace("Model", "Net").replace("forward", "forward")
+               .replace("x", "inp").replace("batch_size", "bs"))
+    deco = filters.Decontaminator(kb)
+    failed = deco.check({"id": "t1", "ops": ["copy"], "code": renamed})
+    assert failed is not None and failed[0] == "decontaminated", failed
+    new = compose.render([{"id": "torch.special.expit", "source": "special", "call": "unary",
+                           "init": {}, "first": False},
+                          {"id": "torch.cumsum", "source": "torch", "call": "unary_dim",
+                           "init": {}, "first": False}], 3, 4)
+    assert deco.check({"id": "t2", "ops": ["a", "b"], "code": new}) is None
+    # the same operators again: a near-copy
+    failed = deco.check({"id": "t3", "ops": ["a", "b"], "code": new})
+    assert failed is not None and failed[0] == "unique"
+
+
+def _task(body: str) -> dict[str, Any]:
+    code = (
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n"
+        f"        return {body}\n\nbatch_size = 64\n\n"
+        "def get_inputs():\n    return [torch.randn(batch_size, 32)]\n\n"
+        "def get_init_inputs():\n    return []\n")
+    return {"id": "t", "kind": "1", "ops": ["x"], "rank": 2, "batch": 64,
+            "estimated_ms": 5.0, "code": code}
+
+
+def test_degenerate_stochastic_and_broken_tasks_are_dropped() -> None:
+    assert filters.verdict(_task("torch.zeros_like(x)"), False)["stage"] == "degenerate"
+    assert filters.verdict(_task("x * 0 + 3.0"), False)["stage"] == "degenerate"
+    assert filters.verdict(_task("F.dropout(x, 0.5, True)"), False)["stage"] == "stochastic"
+    assert filters.verdict(_task("x + torch.rand_like(x)"), False)["stage"] == "stochastic"
+    assert filters.verdict(_task("x.nope()"), False)["stage"] == "runs"
+    v = filters.verdict(_task("torch.tanh(x) * 2"), False)
+    assert v["stage"] is None and v["measured"] is False and v["runtime_ms"] == 5.0
+    slow = _task("torch.tanh(x)")
+    slow["estimated_ms"] = 500.0
+    assert filters.verdict(slow, False)["stage"] == "runtime"
+
+
+def test_steps_resume(cat: dict[str, Any], tmp_path: Path) -> None:
+    (tmp_path / "catalog.json").write_text(json.dumps(cat))
+    assert synth_main(["compose", "--dir", str(tmp_path), "-n", "10", "--seed", "3"]) == 0
+    first = (tmp_path / "tasks.jsonl").read_text()
+    with (tmp_path / "tasks.jsonl").open("a") as f:
+        f.write('{"cut in the mid')  # an interrupted write
+    assert synth_main(["compose", "--dir", str(tmp_path), "-n", "20", "--seed", "3"]) == 0
+    both = (tmp_path / "tasks.jsonl").read_text()
+    assert both.startswith(first) and len(read_jsonl(tmp_path / "tasks.jsonl")) == 20
+    assert synth_main(["filter", "--dir", str(tmp_path), "--no-compile", "--jobs", "1"]) == 0
+    assert len(read_jsonl(tmp_path / "verdicts.jsonl")) == 20
+    assert synth_main(["filter", "--dir", str(tmp_path), "--no-compile", "--jobs", "1"]) == 0
+    assert len(read_jsonl(tmp_path / "verdicts.jsonl")) == 20  # nothing redone
+    missing = tmp_path / "none"
+    assert synth_main(["export", "--dir", str(missing)]) == 2 and not missing.exists()
+
+
+def test_compose_is_reproducible(cat: dict[str, Any]) -> None:
+    a = compose.compose_one(cat, random.Random(5), 0, "2")
+    b = compose.compose_one(cat, random.Random(5), 0, "2")
+    assert a == b
