@@ -1,0 +1,1 @@
+"""cuda-agent synth: training tasks made from PyTorch operators (docs/synth.md)."""
