@@ -29,6 +29,7 @@ sys.exit(0)
 PY
 run "synth export" 0 "$cli" synth export --dir "$d"
 grep_out "export prints the funnel" "decontaminated"
+if grep -q "<svg" "$d/funnel.html" && grep -q "Tasks left after each stage" "$d/funnel.html"; then ok "funnel.html has its charts"; else bad "funnel.html lacks its charts"; fi
 run "the export imports back (JSONL)" 0 "$cli" tasks import ops6k "$d/ops.jsonl" --store "$tmp/store"
 run "the export imports back (parquet)" 0 "$cli" tasks import ops6k "$d/ops.parquet" --store "$tmp/store2"
 "$py" - "$d/ops.jsonl" "$tmp/store" <<'PY' && ok "each imported model.py is the exported code" || bad "the round trip changed a task"

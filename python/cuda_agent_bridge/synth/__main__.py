@@ -7,7 +7,8 @@ it goes on from what is already there.
   filter                DIR/verdicts.jsonl: each task's verdict (synth/filters.py);
                         --kernelbench PATH (decontamination), --no-compile, --jobs J
   export                DIR/ops.jsonl (+ ops.parquet with pyarrow): the kept tasks as Ops-6K
-                        rows {code, ops, data_source}; DIR/funnel.json and a table on stdout
+                        rows {code, ops, data_source}; DIR/funnel.json, DIR/funnel.html (SVG
+                        charts) and a table on stdout
 
 Exit status: 0 done, 2 usage or a missing input file, 3 a step failed.
 """
@@ -211,8 +212,11 @@ def step_export(d: Path) -> int:
         parquet = f" and {d / 'ops.parquet'}"
     except ImportError:
         parquet = " (no pyarrow: no parquet)"
+    from .report import render
+
     f = funnel(tasks, verdicts)
     (d / "funnel.json").write_text(json.dumps(f, indent=1))
+    (d / "funnel.html").write_text(render(f))
     print(f"export: {len(rows)} tasks -> {out}{parquet}")
     print(f"{'stage':<16}{'dropped':>9}{'left':>8}  top reasons")
     print(f"{'composed':<16}{'':>9}{f['filtered']:>8}")

@@ -22,6 +22,7 @@ leaves its inputs unchanged. It records what the composer needs:
 - ``dtypes``: the floating dtypes the op runs in on the CPU (float32 always; float16, bfloat16
   when they run);
 - ``stochastic``: two runs on the same input under different seeds differ (dropout, random ops);
+- ``identity``: it returns its input unchanged (views, copies, eval-mode dropout): not usable;
 - ``signature``: ``inspect.signature`` where Python can give it.
 """
 
@@ -81,6 +82,7 @@ class Entry:
     signature: str = ""
     import_from: str = ""  # the module a transformers class comes from
     first: bool = False  # the op answers a tuple: the task takes [0]
+    identity: bool = False  # it returns its input unchanged (a view, a copy, eval-mode dropout)
 
 
 def probe_input(rank: int, batch: int | None = None, dtype: torch.dtype = torch.float32,
@@ -151,10 +153,13 @@ def _probe(entry: Entry, build: Callable[[], Callable[..., Any]], arity: int,
         fn = build()
     except Exception:  # noqa: BLE001
         return False
+    same = True
     for rank in PROBE_SHAPES:
-        out = _run(fn, _args(rank, arity, extra))
+        args = _args(rank, arity, extra)
+        out = _run(fn, args)
         if out is None:
             continue
+        same = same and out.shape == args[0].shape and torch.equal(out, args[0])
         entry.shapes[str(rank)] = list(out.shape)
         b = PROBE_SHAPES[rank][0]
         out2 = _run(fn, _args(rank, arity, extra, batch=2 * b))
@@ -163,6 +168,7 @@ def _probe(entry: Entry, build: Callable[[], Callable[..., Any]], arity: int,
             entry.batch_free_ranks.append(rank)
     if not entry.shapes:
         return False
+    entry.identity = same
     entry.batch_free = bool(entry.batch_free_ranks)
     rank = entry.batch_free_ranks[0] if entry.batch_free_ranks else int(next(iter(entry.shapes)))
     args = _args(rank, arity, extra)
@@ -329,7 +335,12 @@ def crawl(progress: Callable[[str, int], None] | None = None) -> Json:
             if progress:
                 progress(source, n)
         counts[source] = n
-    usable = sum(1 for e in entries if not e["stochastic"] and e["batch_free"])
+    usable = sum(1 for e in entries if is_usable(e))
     return {"torch": torch.__version__, "entries": entries, "counts": counts, "usable": usable,
             "probe_shapes": {str(k): list(v) for k, v in PROBE_SHAPES.items()},
-            "note": "usable: deterministic, and the batch dimension scales freely"}
+            "note": "usable: computes something (not the identity), deterministic, and the "
+                    "batch dimension scales freely"}
+
+
+def is_usable(e: Json) -> bool:
+    return bool(e["batch_free"]) and not e["stochastic"] and not e.get("identity", False)

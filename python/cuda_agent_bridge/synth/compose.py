@@ -5,7 +5,8 @@ A task draws its operator count from MIX (the CUDA-Agent paper's: 3.4 % one op, 
 7.6 % three, 2.8 % four, 1.2 % five, 1.2 % transformer blocks), a rank, and operators that chain:
 every operator but the last keeps the probe shape of its rank (so the next one gets the input it
 was probed with); the last may change it. A binary operator takes the task's input as its second
-operand. Only deterministic operators whose batch dimension scales freely are drawn.
+operand. Only deterministic operators that compute something and whose batch dimension scales
+freely are drawn.
 
 Sizes: the batch dimension is the free one. The composer counts each operator's FLOPs (torch's
 FLOP counter) and bytes (inputs and output) at the probe size and picks the batch so that a
@@ -23,7 +24,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from .catalog import PROBE_SHAPES, Json
+from .catalog import PROBE_SHAPES, Json, is_usable
 
 MIX: dict[str, float] = {"1": 0.034, "2": 0.838, "3": 0.076, "4": 0.028, "5": 0.012,
                          "block": 0.012}
@@ -39,7 +40,7 @@ BLOCK_MARKERS = ("Transformer", "MultiheadAttention", "transformers.")
 
 
 def usable(catalog: Json) -> list[Json]:
-    return [e for e in catalog["entries"] if e["batch_free"] and not e["stochastic"]]
+    return [e for e in catalog["entries"] if is_usable(e)]
 
 
 def _expr(e: Json, k: int, var: str = "x") -> str:
