@@ -39,9 +39,10 @@ cat >"$tmp/schemathesis.toml" <<'TOML'
 [checks.negative_data_rejection]
 expected-statuses = [400, 401, 404, 405, 413, 422, 429]
 TOML
-timeout 600 "$venv/bin/schemathesis" --config-file "$tmp/schemathesis.toml" run \
+# run from $tmp: schemathesis keeps a .schemathesis/ folder in its working directory
+(cd "$tmp" && timeout 600 "$venv/bin/schemathesis" --config-file "$tmp/schemathesis.toml" run \
   "http://127.0.0.1:$port/v1/openapi.json" --checks all --exclude-checks positive_data_acceptance \
-  --max-time "${APIFUZZ_SECONDS:-60}" --workers 4 --seed 20261202 >"$tmp/st.out" 2>&1
+  --max-time "${APIFUZZ_SECONDS:-60}" --workers 4 --seed 20261202 >"$tmp/st.out" 2>&1)
 rc=$?
 grep -E "generated|passed|failed|errors?" "$tmp/st.out" | tail -6
 if [ "$rc" -eq 0 ]; then ok "schemathesis: no failures (exit 0)"; else bad "schemathesis found failures (exit $rc)" "$(grep -E -A12 '^___' "$tmp/st.out" | head -60)"; fi
