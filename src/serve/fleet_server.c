@@ -112,16 +112,17 @@ static int forward(struct fleet_server *f, struct redis_conn *r, struct job *j, 
 		return rc;
 	bool mine = rep->type == REDIS_REPLY_STATUS;
 	freeReplyObject(rep);
-	if (add_flight(f, j, key)) {
-		finish(f, j, serve_env_result("internal", "out of memory"));
-		return 0;
+	/* Not mine: sent by another replica (or before a restart); its answer will come. */
+	if (mine && (rc = redis_do(r, (const char *[]){"XADD", FLEET_STREAM, "*", "key", key,
+							"job", text, NULL},
+				   NULL, d))) {
+		/* Not queued: the claim goes, so that the next try (ours or a replica's) sends it. */
+		struct ca_diag dd = {{0}};
+		(void)redis_do(r, (const char *[]){"DEL", ckey, NULL}, NULL, &dd);
+		return rc;
 	}
-	if (!mine)
-		return 0; /* sent by another replica (or before a restart): its answer will come */
-	rc = redis_do(r, (const char *[]){"XADD", FLEET_STREAM, "*", "key", key, "job", text, NULL},
-		      NULL, d);
-	if (rc) /* the claim stays; a retry of the request finds it and waits */
-		ca_log_warn("serve: cannot queue job %s in Redis: %s", j->id, d->msg);
+	if (add_flight(f, j, key))
+		finish(f, j, serve_env_result("internal", "out of memory"));
 	return 0;
 }
 
