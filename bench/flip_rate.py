@@ -1,0 +1,113 @@
+"""Flip rate at the reward's thresholds (issue 13; needs a GPU).
+
+An honest kernel (tests/adversarial/honest/grid_stride_scale_add) is slowed by a device-side
+delay launched after it on the given stream, so that its speed-up against eager lands where we
+want it relative to the reward's threshold (1/0.95 = x1.0526). A survey first measures a grid of
+delays (one evaluation each); the kernels whose measured speed-up lies 2-5 % below and 2-5 %
+above the threshold are then evaluated N times each in one warm session. A flip is an evaluation
+whose reward differs from that kernel's most common one. Prints one JSON object: the survey, and
+for each picked kernel its speed-ups, rewards and flips.
+
+Usage: python3 bench/flip_rate.py [--build build] [--n 10] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ADV = ROOT / "tests/adversarial"
+THRESHOLD = 1 / 0.95
+SPIN = r"""
+__global__ void ca_bench_delay(long long ns)
+{
+	unsigned long long t0, t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do {
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	} while ((long long)(t - t0) < ns);
+}
+"""
+
+
+def kernel(work: Path, ns: int) -> Path:
+    src = (ADV / "honest/grid_stride_scale_add/kernels/grid_stride.cu").read_text()
+    src = src.replace("} // namespace", SPIN + "\n} // namespace", 1)
+    launch = f"\\1\\n\\tif ({ns} > 0) ca_bench_delay<<<1, 1, 0, stream>>>({ns}LL);"
+    src, n = re.subn(r"(affine<<<[^;]*;)", launch, src, count=1)
+    assert n == 1, "the launch was not found"
+    d = work / f"k{ns}"
+    (d / "kernels").mkdir(parents=True, exist_ok=True)
+    (d / "kernels/grid_stride.cu").write_text(src)
+    return d
+
+
+def evaluate(build: Path, dirs: list[Path]) -> list[dict[str, Any]]:
+    p = subprocess.run([str(build / "cuda-agent"), "eval", "--json", "--task",
+                        str(ADV / "tasks/scale_add")] + [str(d) for d in dirs],
+                       capture_output=True, text=True, timeout=1800, check=False)
+    return [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+
+
+def speedup(r: dict[str, Any]) -> float | None:
+    v = (r.get("timing") or {}).get("speedup_eager")
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", type=Path, default=ROOT / "build")
+    ap.add_argument("--n", type=int, default=10)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="ca-flip-"))
+    try:
+        probe = evaluate(a.build, [kernel(work, 0)])[0]
+        eager = probe["timing"]["eager"]["median_ms"]
+        base = probe["timing"]["candidate"]["median_ms"]
+        # the delays that would put the speed-up at 0.90-1.12 of the threshold, every 2 %
+        grid = [int(1e6 * max(0.0, eager / (THRESHOLD * f) - base))
+                for f in [0.90 + 0.02 * k for k in range(12)]]
+        survey: list[dict[str, Any]] = []
+        for ns, r in zip(grid, evaluate(a.build, [kernel(work, ns) for ns in grid]),
+                         strict=False):
+            s = speedup(r)
+            survey.append({"delay_ns": ns, "speedup": s, "reward": r.get("reward")})
+        below = [x for x in survey if x["speedup"] and 0.95 <= x["speedup"] / THRESHOLD <= 0.98]
+        above = [x for x in survey if x["speedup"] and 1.02 <= x["speedup"] / THRESHOLD <= 1.05]
+        picks = (below[-2:] + above[:1]) if len(above) >= 1 else below[-3:]
+        results: list[dict[str, Any]] = []
+        flips, evaluations = 0, 0
+        for p in picks:
+            rs = evaluate(a.build, [kernel(work, int(p["delay_ns"]))] * a.n)
+            rewards = [r.get("reward") for r in rs]
+            mode = Counter(rewards).most_common(1)[0][0] if rewards else None
+            sp = [speedup(r) for r in rs]
+            results.append({"delay_ns": p["delay_ns"], "survey_speedup": p["speedup"],
+                            "speedups": sp,
+                            "median_vs_threshold": statistics.median(
+                                [x for x in sp if x]) / THRESHOLD if any(sp) else None,
+                            "rewards": rewards, "flips": sum(1 for x in rewards if x != mode)})
+            flips += sum(1 for x in rewards if x != mode)
+            evaluations += len(rewards)
+        report = {"eager_ms": eager, "undelayed_ms": base, "threshold": THRESHOLD,
+                  "survey": survey, "picked": results,
+                  "flips": flips, "evaluations": evaluations}
+        if a.out:
+            a.out.mkdir(parents=True, exist_ok=True)
+            (a.out / "flip_rate.json").write_text(json.dumps(report, indent=1))
+        print(json.dumps(report))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
