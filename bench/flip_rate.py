@@ -3,9 +3,9 @@
 An honest kernel (tests/adversarial/honest/grid_stride_scale_add) is slowed by a device-side
 delay launched after it on the given stream, so that its speed-up against eager lands where we
 want it relative to the reward's threshold (1/0.95 = x1.0526). A survey first measures a grid of
-delays (one evaluation each); the kernels whose measured speed-up lies 2-5 % below and 2-5 %
-above the threshold are then evaluated N times each in one warm session. A flip is an evaluation
-whose reward differs from that kernel's most common one. Prints one JSON object: the survey, and
+delays (one evaluation each); three kernels whose measured speed-up lies 2-5 % below or above
+the threshold (both sides where the survey found both) are then evaluated N times each in one
+warm session. A flip is an evaluation whose reward differs from that kernel's most common one. Prints one JSON object: the survey, and
 for each picked kernel its speed-ups, rewards and flips.
 
 Usage: python3 bench/flip_rate.py [--build build] [--n 10] [--out DIR]
@@ -18,6 +18,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -73,17 +74,25 @@ def main() -> None:
         probe = evaluate(a.build, [kernel(work, 0)])[0]
         eager = probe["timing"]["eager"]["median_ms"]
         base = probe["timing"]["candidate"]["median_ms"]
-        # the delays that would put the speed-up at 0.90-1.12 of the threshold, every 2 %
+        # the delays that would put the speed-up at 0.93-1.09 of the threshold, every 1 %
         grid = [int(1e6 * max(0.0, eager / (THRESHOLD * f) - base))
-                for f in [0.90 + 0.02 * k for k in range(12)]]
+                for f in [0.93 + 0.01 * k for k in range(17)]]
         survey: list[dict[str, Any]] = []
         for ns, r in zip(grid, evaluate(a.build, [kernel(work, ns) for ns in grid]),
                          strict=False):
             s = speedup(r)
             survey.append({"delay_ns": ns, "speedup": s, "reward": r.get("reward")})
+        print(json.dumps({"survey": survey}), file=sys.stderr, flush=True)
         below = [x for x in survey if x["speedup"] and 0.95 <= x["speedup"] / THRESHOLD <= 0.98]
         above = [x for x in survey if x["speedup"] and 1.02 <= x["speedup"] / THRESHOLD <= 1.05]
-        picks = (below[-2:] + above[:1]) if len(above) >= 1 else below[-3:]
+        # three kernels, both sides where the survey found both, each nearest the band's middle
+        def mid(x: dict[str, Any]) -> float:
+            return abs(abs(x["speedup"] / THRESHOLD - 1) - 0.035)
+
+        below.sort(key=mid)
+        above.sort(key=mid)
+        picks = below[:2] + above[:1] if below and above else (below + above)[:3]
+        picks += [x for x in sorted(below + above, key=mid) if x not in picks][:3 - len(picks)]
         results: list[dict[str, Any]] = []
         flips, evaluations = 0, 0
         for p in picks:
@@ -96,6 +105,7 @@ def main() -> None:
                             "median_vs_threshold": statistics.median(
                                 [x for x in sp if x]) / THRESHOLD if any(sp) else None,
                             "rewards": rewards, "flips": sum(1 for x in rewards if x != mode)})
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
             flips += sum(1 for x in rewards if x != mode)
             evaluations += len(rewards)
         report = {"eager_ms": eager, "undelayed_ms": base, "threshold": THRESHOLD,

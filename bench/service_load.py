@@ -9,7 +9,8 @@ sampled every 200 ms by nvidia-smi during the load), the rewards, and the reward
 same kernels evaluated from the CLI. Prints one JSON object; `--out FILE` keeps the records.
 
 Usage: python3 bench/service_load.py [--build build] [--gpu-slots 3] [--clients 64]
-                                     [--evaluations 128] [--redis] [--out FILE]
+                                     [--evaluations 128] [--seconds S] [--redis]
+                                     [--out FILE]
 """
 from __future__ import annotations
 
@@ -56,7 +57,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def load(url: str, clients: int, n: int, first: int) -> list[dict[str, Any]]:
+def load(url: str, clients: int, n: int, first: int,
+         seconds: float = float("inf")) -> list[dict[str, Any]]:
+    """n evaluations by `clients` threads; none is started after `seconds`."""
+    deadline = time.monotonic() + seconds
     lock = threading.Lock()
     recs: list[dict[str, Any]] = []
     nxt = [first]
@@ -66,7 +70,7 @@ def load(url: str, clients: int, n: int, first: int) -> list[dict[str, Any]]:
             with lock:
                 i = nxt[0]
                 nxt[0] += 1
-            if i >= first + n:
+            if i >= first + n or time.monotonic() > deadline:
                 return
             st, r = call(url, "POST", "/v1/sessions", {"task": {"files": TASK}})
             if st != 200:
@@ -85,6 +89,8 @@ def load(url: str, clients: int, n: int, first: int) -> list[dict[str, Any]]:
                 recs.append({"i": i, "status": st, "finalize_s": lat, "reward": res.get("reward"),
                              "code": (res.get("reason") or {}).get("code"),
                              "seconds": res.get("seconds")})
+                if len(recs) % 16 == 0:
+                    print(f"{len(recs)} evaluations done", file=sys.stderr, flush=True)
 
     threads = [threading.Thread(target=worker) for _ in range(clients)]
     for th in threads:
@@ -114,6 +120,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--evaluations", type=int, default=128)
     ap.add_argument("--redis", action="store_true")
+    ap.add_argument("--seconds", type=float, default=float("inf"),
+                    help="start no evaluation after this many seconds of load")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     cli = str(a.build / "cuda-agent")
@@ -151,7 +159,7 @@ def main() -> None:
                                 stdout=subprocess.PIPE, text=True)
                if shutil.which("nvidia-smi") else None)
         t0 = time.monotonic()
-        recs = load(url, a.clients, a.evaluations, 0)
+        recs = load(url, a.clients, a.evaluations, 0, a.seconds)
         el = time.monotonic() - t0
         util: list[float] = []
         if smi:

@@ -148,21 +148,20 @@ def step_filter(d: Path, kernelbench: Path | None, do_compile: bool, jobs: int) 
             deco.kept[tuple(by_id[v["id"]]["ops"])] = v["id"]
     todo = tasks[len(done):]
     prog = Progress("filter", len(tasks), len(done))
-    chunk = max(jobs * 4, 8)
-    for i in range(0, len(todo), chunk):
-        part = todo[i:i + chunk]
-        res = filters.run_parallel(part, do_compile, jobs)
-        rows = []
-        for t, v in zip(part, res, strict=True):
-            if v["stage"] is None:
-                failed = deco.check(t)
-                if failed:
-                    v["stage"], v["why"], info = failed
-                    v.update(info)
-            v["kept"] = v["stage"] is None
-            rows.append(v)
-        append_jsonl(path, rows)
-        prog(len(done) + i + len(part))
+    rows: list[Json] = []
+    for t, v in zip(todo, filters.run_parallel(todo, do_compile, jobs,
+                                               lambda k: prog(len(done) + k)), strict=True):
+        if v["stage"] is None:
+            failed = deco.check(t)
+            if failed:
+                v["stage"], v["why"], info = failed
+                v.update(info)
+        v["kept"] = v["stage"] is None
+        rows.append(v)
+        if len(rows) >= 20:  # written as they come: an interruption loses at most these
+            append_jsonl(path, rows)
+            rows = []
+    append_jsonl(path, rows)
     verdicts = read_jsonl(path)
     kept = sum(1 for v in verdicts if v.get("kept"))
     print(f"filter: {kept} of {len(verdicts)} kept -> {path}"

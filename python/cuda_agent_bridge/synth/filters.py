@@ -10,7 +10,9 @@ Stages, in order; a task is dropped at the first it fails (the funnel counts eac
 5. ``compiles``: torch.compile runs it (skipped with ``--no-compile``; CPU-heavy, so filter runs
    tasks in parallel processes);
 6. ``runtime``: eager runtime in [1, 100] ms at the task's size, measured with CUDA events
-   where a GPU is, else the composer's roofline estimate (marked ``estimated``);
+   where a GPU is, else the composer's roofline estimate (marked ``estimated``). Stages 1-5 run
+   on the CPU in parallel processes that never touch the GPU; stage 6 runs in one timing
+   process (Timer), one task at a time, while they check the next tasks;
 7. ``decontaminated``: its similarity (synth/similarity.py) to every KernelBench program of the
    given tree is at most 0.9;
 8. ``unique``: no task kept before it has the same operators in the same order (a near-copy:
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import statistics
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -126,23 +129,42 @@ def runtime_ms(task: Json) -> tuple[float, bool]:
     return statistics.median(times), True
 
 
-def verdict(task: Json, do_compile: bool) -> Json:
-    """Stages 1-6 of one task (the parallel part): {id, stage, why, runtime_ms, measured}."""
+def cpu_verdict(task: Json, do_compile: bool) -> Json:
+    """Stages 1-5 of one task, on the CPU (the parallel part): {id, stage, why[, compiled]}."""
     torch.set_num_threads(1)
     out: Json = {"id": task["id"], "stage": None, "why": ""}
     failed = check_eager(task)
     if failed is None and do_compile:
         failed = check_compile(task)
         out["compiled"] = failed is None
-    if failed is None:
-        ms, measured = runtime_ms(task)
-        out["runtime_ms"], out["measured"] = round(ms, 3), measured
-        if not RUNTIME_MS[0] <= ms <= RUNTIME_MS[1]:
-            failed = ("runtime", f"eager runtime {ms:.3g} ms is outside "
-                                 f"[{RUNTIME_MS[0]:g}, {RUNTIME_MS[1]:g}] ms"
-                                 + ("" if measured else " (estimated)"))
     if failed:
         out["stage"], out["why"] = failed
+    return out
+
+
+def timed_verdict(task: Json, out: Json) -> Json:
+    """Stage 6 on a verdict that passed stages 1-5 (in one process: the GPU times one task at a
+    time, so that no timing shares the GPU with another)."""
+    if out["stage"] is not None:
+        return out
+    try:
+        ms, measured = runtime_ms(task)
+    except Exception as exc:  # noqa: BLE001 - out of memory at the task's size, say
+        out["stage"], out["why"] = "runtime", f"{type(exc).__name__}: {str(exc)[:200]}"
+        out["gpu_fault"] = True  # a CUDA error can be sticky: the process's context is lost
+        return out
+    out["runtime_ms"], out["measured"] = round(ms, 3), measured
+    if not RUNTIME_MS[0] <= ms <= RUNTIME_MS[1]:
+        out["stage"] = "runtime"
+        out["why"] = (f"eager runtime {ms:.3g} ms is outside [{RUNTIME_MS[0]:g}, "
+                      f"{RUNTIME_MS[1]:g}] ms" + ("" if measured else " (estimated)"))
+    return out
+
+
+def verdict(task: Json, do_compile: bool) -> Json:
+    """Stages 1-6 of one task, in this process."""
+    out = timed_verdict(task, cpu_verdict(task, do_compile))
+    out.pop("gpu_fault", None)
     return out
 
 
@@ -166,25 +188,83 @@ class Decontaminator:
         return None
 
 
-def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
-                 progress: Any = None) -> list[Json]:
-    """verdict() over tasks in `jobs` processes (1: in this one), in order."""
-    if jobs <= 1:
-        res = []
-        for t in tasks:
-            res.append(verdict(t, do_compile))
-            if progress:
-                progress(len(res))
-        return res
-    import concurrent.futures as cf
-    import multiprocessing as mp
+class Timer:
+    """Stage 6 in a process of its own (spawned), one task at a time. A task that breaks the CUDA
+    context (an illegal address inside a torch op at a large size, say: the error is sticky, and
+    every later CUDA call of that process fails) or kills the process costs that task only: the
+    process is replaced before the next one."""
 
-    ctx = mp.get_context("spawn")
-    with cf.ProcessPoolExecutor(jobs, mp_context=ctx) as ex:
-        futs = [ex.submit(verdict, t, do_compile) for t in tasks]
-        res = []
-        for f in futs:
-            res.append(f.result())
-            if progress:
-                progress(len(res))
-    return res
+    def __init__(self) -> None:
+        self.ex: Any = None
+
+    def _pool(self) -> Any:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        if self.ex is None:
+            self.ex = cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+        return self.ex
+
+    def restart(self) -> None:
+        if self.ex is not None:
+            self.ex.shutdown(wait=True, cancel_futures=True)
+            self.ex = None
+
+    def __call__(self, task: Json, out: Json) -> Json:
+        from concurrent.futures.process import BrokenProcessPool
+
+        if out["stage"] is not None:
+            return out
+        try:
+            res: Json = self._pool().submit(timed_verdict, task, out).result()
+        except BrokenProcessPool:
+            res = dict(out, stage="runtime", why="the timing process died", gpu_fault=True)
+        if res.pop("gpu_fault", False):
+            self.restart()
+        return res
+
+
+def _hide_gpu() -> None:
+    """Pool workers check on the CPU only: the GPU is kept for timing."""
+    import os
+
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
+def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
+                 progress: Any = None) -> Iterator[Json]:
+    """Verdicts of tasks, in order: stages 1-5 in `jobs` processes (1: in this one) that live for
+    the whole run; stage 6 in the Timer's process where a GPU is (else here: the estimate), one
+    task at a time, while the pool checks the next ones."""
+    timer = Timer() if torch.cuda.is_available() else None
+
+    def timed(t: Json, v: Json) -> Json:
+        if timer is not None:
+            return timer(t, v)
+        v = timed_verdict(t, v)
+        v.pop("gpu_fault", None)
+        return v
+
+    try:
+        if jobs <= 1:
+            for k, t in enumerate(tasks):
+                yield timed(t, cpu_verdict(t, do_compile))
+                if progress:
+                    progress(k + 1)
+            return
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        ex = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"),
+                                    initializer=_hide_gpu)
+        try:
+            futs = [ex.submit(cpu_verdict, t, do_compile) for t in tasks]
+            for k, (t, f) in enumerate(zip(tasks, futs, strict=True)):
+                yield timed(t, f.result())
+                if progress:
+                    progress(k + 1)
+        finally:  # interrupted: what was not started is dropped, not waited for
+            ex.shutdown(wait=True, cancel_futures=True)
+    finally:
+        if timer is not None:
+            timer.restart()
