@@ -164,8 +164,10 @@ static void run_conclude(struct run *r)
 				  "between calls, with its data in GPU memory the bridge owns, but "
 				  "nothing limits its system calls or what files it can read"));
 	}
-	if (r->gpu.waited_s > 0)
+	if (r->gpu.waited_s > 0 || r->gpu.held_s > 0) {
 		json_object_set_new(r->seconds, "gpu_wait", json_real(r->gpu.waited_s));
+		json_object_set_new(r->seconds, "gpu_held", json_real(r->gpu.held_s));
+	}
 	json_object_set_new(r->seconds, "total", json_real(ca_now() - r->t_start));
 	if (r->dir[0] && o->keep_run_dir)
 		json_object_set_new(r->result, "run_dir", json_string(r->dir));

@@ -15,6 +15,8 @@ void gpu_stage_init(struct gpu_stage *g)
 {
 	g->fd = -1;
 	g->waited_s = 0;
+	g->held_s = 0;
+	g->since = 0;
 }
 
 int gpu_stage_enter(struct gpu_stage *g)
@@ -39,7 +41,8 @@ int gpu_stage_enter(struct gpu_stage *g)
 			return -1;
 		}
 	}
-	g->waited_s += ca_now() - t0;
+	g->since = ca_now();
+	g->waited_s += g->since - t0;
 	g->fd = fd;
 	return 0;
 }
@@ -48,6 +51,7 @@ void gpu_stage_leave(struct gpu_stage *g)
 {
 	if (g->fd < 0)
 		return;
+	g->held_s += ca_now() - g->since;
 	(void)flock(g->fd, LOCK_UN);
 	close(g->fd);
 	g->fd = -1;

@@ -19,6 +19,8 @@
 struct gpu_stage {
 	int fd; /* -1 when not held */
 	double waited_s; /* seconds spent waiting for the lock, all entries together */
+	double held_s;   /* seconds it was held, all entries together */
+	double since;    /* when it was taken (while held) */
 };
 
 void gpu_stage_init(struct gpu_stage *g);

@@ -444,6 +444,7 @@ static void test_gpu_stage_turns(void **state)
 	left = ca_now();
 	gpu_stage_leave(&a);
 	gpu_stage_leave(&a); /* twice is harmless */
+	assert_true(a.held_s >= 0.19 && a.held_s <= left - a.since + 0.01); /* counted once */
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_true(peer.entered >= left);
 	unsetenv("CUDA_AGENT_GPU_LOCK");
