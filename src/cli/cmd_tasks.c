@@ -69,6 +69,8 @@ static const char help_import[] =
 	"options:\n"
 	"  --store DIR       the task store (default $CUDA_AGENT_TASKS, else\n"
 	"                    $XDG_DATA_HOME/cuda-agent/tasks, else ~/.local/share/cuda-agent/tasks)\n"
+	"  --source NAME     ops6k: the tasks' source and id prefix instead of ops6k (a set\n"
+	"                    made by cuda-agent synth, say: its rows do not replace Ops-6K's)\n"
 	"  --python PATH     parquet: a Python with pyarrow; --check: the bridge's Python\n"
 	"                    ($CUDA_AGENT_PYTHON, else python3)\n"
 	"  --check           then check the source's tasks for degeneracy (as `tasks check`;\n"
@@ -149,7 +151,20 @@ struct opts {
 };
 
 /* Which options a subcommand takes besides --store, --json, -q, -v, -h. */
-enum { A_PYTHON = 1, A_FILTER = 2, A_DEVICE = 4, A_CHECK = 8, A_AGAIN = 16 };
+enum { A_PYTHON = 1, A_FILTER = 2, A_DEVICE = 4, A_CHECK = 8, A_AGAIN = 16, A_AS = 32 };
+
+/* import ops6k --source NAME: 1-32 of [a-z0-9_-], not a source of its own format. */
+static bool source_name_ok(const char *v)
+{
+	size_t n = strlen(v);
+	if (n == 0 || n > 32 || strcmp(v, "kernelbench") == 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') || v[i] == '_' ||
+		      v[i] == '-'))
+			return false;
+	return true;
+}
 
 /* Parses the options of one subcommand; positionals stay in argv[optind..]. */
 static int parse(struct opts *o, int argc, char **argv, const char *help, unsigned allow)
@@ -210,7 +225,12 @@ static int parse(struct opts *o, int argc, char **argv, const char *help, unsign
 			o->again = true;
 			break;
 		case O_SOURCE:
-			if (allow & A_FILTER) {
+			if (allow & A_AS && !source_name_ok(optarg)) {
+				fprintf(stderr, "cuda-agent: --source takes 1-32 of a-z, 0-9, _ and -, "
+					"not kernelbench\n");
+				return EXIT_USAGE;
+			}
+			if (allow & (A_FILTER | A_AS)) {
 				o->source = optarg;
 				break;
 			}
@@ -329,7 +349,7 @@ static int tasks_import(int argc, char **argv)
 	struct ca_diag d = {{0}};
 	char summary[CA_IMPORT_REASON_MAX + 128];
 	const char *kind, *path;
-	int rc = parse(&o, argc, argv, help_import, A_PYTHON | A_DEVICE | A_CHECK);
+	int rc = parse(&o, argc, argv, help_import, A_PYTHON | A_DEVICE | A_CHECK | A_AS);
 
 	if (rc)
 		return rc;
@@ -339,6 +359,10 @@ static int tasks_import(int argc, char **argv)
 	}
 	kind = argv[optind];
 	path = argv[optind + 1];
+	if (o.source && strcmp(kind, "ops6k") != 0) {
+		fprintf(stderr, "cuda-agent: tasks import: --source names an ops6k import's tasks\n");
+		return EXIT_USAGE;
+	}
 	if (strcmp(kind, "kernelbench") && strcmp(kind, "ops6k")) {
 		char shown[64];
 		fprintf(stderr, "cuda-agent: tasks import: unknown source '%s' (kernelbench or "
@@ -361,6 +385,7 @@ static int tasks_import(int argc, char **argv)
 		return rc;
 	import_opts_defaults(&io);
 	io.python = o.python;
+	io.source = o.source;
 	if (ca_log_get_level() == CA_LOG_QUIET) {
 		io.progress_s = 0;
 		io.show_skips = 0;
@@ -375,7 +400,7 @@ static int tasks_import(int argc, char **argv)
 	import_summary(&st, summary, sizeof summary);
 	if (o.json) {
 		json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "source",
-				      kind, "input", path, "store", s.root, "rows",
+				      o.source ? o.source : kind, "input", path, "store", s.root, "rows",
 				      (json_int_t)st.rows, "imported", (json_int_t)st.imported,
 				      "unchanged", (json_int_t)st.unchanged, "updated",
 				      (json_int_t)st.updated, "skipped", (json_int_t)st.skipped,
@@ -391,7 +416,9 @@ static int tasks_import(int argc, char **argv)
 	}
 	if (!rc && o.check && st.imported + st.unchanged + st.updated > 0) {
 		/* the source just imported, every task not yet checked at its content */
-		struct task_filter f = {.source = kind, .level = -1};
+		struct task_filter f = {.source = strcmp(kind, "ops6k") == 0 && o.source ? o.source
+										  : kind,
+					.level = -1};
 		struct tasks_check_opts co = {.python = o.python, .device = o.device, .json = o.json,
 					      .quiet = ca_log_get_level() == CA_LOG_QUIET};
 		fflush(stdout);

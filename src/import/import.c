@@ -17,6 +17,7 @@ void import_opts_defaults(struct import_opts *o)
 	o->python = NULL;
 	o->progress_s = 2.0;
 	o->show_skips = 20;
+	o->source = NULL;
 }
 
 void import_summary(const struct import_stats *st, char *out, size_t size)

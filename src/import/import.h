@@ -29,6 +29,8 @@ struct import_opts {
 	const char *python;   /* parquet: a Python with pyarrow; NULL: $CUDA_AGENT_PYTHON, python3 */
 	double progress_s;    /* seconds between progress lines on stderr; <= 0: none */
 	int show_skips;       /* skip reasons printed on stderr (then "... and more"); -1: all */
+	const char *source;   /* ops6k: the tasks' source and id prefix (NULL: "ops6k"), so that
+			       * sets made elsewhere (cuda-agent synth) do not replace Ops-6K's rows */
 };
 
 struct import_stats {

@@ -239,8 +239,9 @@ static int import_row(struct import_ctx *c, size_t index, const char *text, size
 	}
 	ops6k_short_name(row, shortname, sizeof shortname);
 	snprintf(name, sizeof name, "%06zu_%s", index, shortname);
-	snprintf(id, sizeof id, "ops6k/%s", name);
-	struct new_task nt = {.id = id, .source = "ops6k", .name = name, .rel_dir = id,
+	const char *source = c->o->source ? c->o->source : "ops6k";
+	snprintf(id, sizeof id, "%s/%s", source, name);
+	struct new_task nt = {.id = id, .source = source, .name = name, .rel_dir = id,
 			      .level = -1, .code = row->code, .code_len = row->code_len,
 			      .row = row};
 	rc = import_install(c, &nt, where, d);

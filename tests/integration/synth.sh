@@ -39,6 +39,17 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 found = {p.read_text() for p in Path(sys.argv[2]).rglob("model.py")}
 sys.exit(0 if rows and all(r["code"] in found for r in rows) and len(found) == len(rows) else 1)
 PY
+run "synth export --store: into the task store as source synth" 0 "$cli" synth export --dir "$d" --store "$tmp/store3"
+grep_out "export --store prints the import's summary" "imported"
+run "the store lists them under source synth" 0 "$cli" tasks list --store "$tmp/store3" --source synth --json
+n_rows=$(wc -l < "$d/ops.jsonl")
+n_listed=$(grep -c "\"source\": *\"synth\"" "$tmp/out" || true)
+[ "$n_rows" -gt 0 ] && [ "$n_rows" = "$n_listed" ] && ok "every exported task is in the store ($n_listed)" || bad "$n_rows exported, $n_listed listed"
+run "a second set under its own name does not replace the first" 0 "$cli" synth export --dir "$d" --store "$tmp/store3" --source other_set
+grep_out "the second set is imported, not updated" "imported $n_rows, unchanged 0, updated 0"
+run "--store is export's option only" 2 "$cli" synth filter --dir "$d" --store "$tmp/store3"
+run "import --source rejects a bad name" 2 "$cli" tasks import ops6k "$d/ops.jsonl" --store "$tmp/store3" --source "Bad/Name"
+run "import --source is for ops6k only" 2 "$cli" tasks import kernelbench tests/data/kernelbench_mini --store "$tmp/store3" --source x
 run "synth with no step is a usage error" 2 "$cli" synth
 run "a step before its input is a usage error" 2 "$cli" synth export --dir "$tmp/empty"
 finish
