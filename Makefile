@@ -19,7 +19,7 @@ CFLAGS   += -std=c17 $(WARNINGS) -fno-strict-aliasing
 LDLIBS   := -ljansson -lmicrohttpd -lgnutls -lhiredis -lcurl -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-CORE_DIRS := util tensor task build bridge protocol device eval store import sandbox report bench workspace agent serve
+CORE_DIRS := util tensor task build bridge protocol device eval store import sandbox report bench workspace agent serve synth
 CORE_SRC  := $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
 CLI_SRC   := $(wildcard src/cli/*.c)
 WORKER_C  := $(wildcard src/worker/*.c)

@@ -154,3 +154,56 @@ def test_timer_replaces_its_process_after_a_fault() -> None:
     failed = {"id": "f", "stage": "runs", "why": "x"}
     assert timer(bad, failed) is failed  # a task dropped before is not timed
     timer.restart()
+
+
+def test_llm_replies_are_parsed_never_run() -> None:
+    from cuda_agent_bridge.synth import llm
+
+    good = _task("torch.tanh(x)")["code"]
+    assert llm.extract("Sure:\n```python\n" + good + "```\nDone.") == good
+    assert llm.extract(good) == good  # no fence: the whole reply
+    assert llm.static_check(good) is None
+    assert "not Python" in (llm.static_check("I cannot.") or "")
+    assert "not Python" in (llm.static_check(good + "\x00") or "")
+    assert "Model" in (llm.static_check(good.replace("class Model", "class M")) or "")
+    assert "batch_size" in (llm.static_check(good.replace("batch_size = 64", "n = 64")) or "")
+    for hostile in ("import os\n", "import subprocess\n", "from pathlib import Path\n",
+                    "x = open('/etc/passwd')\n", "y = ().__class__.__bases__\n",
+                    "z = __import__('os')\n", "w = getattr(torch, 'load')\n"):
+        assert llm.static_check(hostile + good) is not None, hostile
+    assert llm.static_check("x = 1\n" * 20000) == f"code over {llm.MAX_CODE} bytes"
+    task, why = llm.ingest({"id": "llm-000001", "kind": "2", "ops": ["a", "b"]},
+                           {"id": "llm-000001", "content": good})
+    assert task and task["source"] == "llm" and task["estimated_ms"] is None and not why
+    task, why = llm.ingest({"id": "x", "kind": "2", "ops": []}, {"id": "x", "error": "HTTP 400"})
+    assert task is None and "request failed" in why
+
+
+def test_llm_static_check_never_raises() -> None:
+    """Mutated replies (cut, spliced, bytes flipped) get a verdict, never an exception."""
+    from cuda_agent_bridge.synth import llm
+
+    base = _task("torch.tanh(x)")["code"]
+    rng = random.Random(0)
+    for _ in range(300):
+        s = list(base)
+        for _ in range(rng.randint(1, 8)):
+            k = rng.randrange(len(s))
+            op = rng.random()
+            if op < 0.4:
+                s[k] = chr(rng.randrange(0, 0x250))
+            elif op < 0.7:
+                del s[k:k + rng.randint(1, 20)]
+            else:
+                s.insert(k, rng.choice(["(", ")", ":", "\n", "__", "import os", "'", '"""']))
+        v = llm.static_check("".join(s))
+        assert v is None or isinstance(v, str)
+
+
+def test_llm_prompts_are_reproducible(cat: dict[str, Any]) -> None:
+    from cuda_agent_bridge.synth import llm
+
+    a = llm.prompts(cat, 5, seed=1)
+    b = llm.prompts(cat, 3, seed=1) + llm.prompts(cat, 2, seed=1, first=3)  # a resumed run
+    assert a == b and len({p["id"] for p in a}) == 5
+    assert all(p["messages"][1]["content"].count(op) for p in a for op in p["ops"])

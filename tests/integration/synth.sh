@@ -50,6 +50,86 @@ grep_out "the second set is imported, not updated" "imported $n_rows, unchanged 
 run "--store is export's option only" 2 "$cli" synth filter --dir "$d" --store "$tmp/store3"
 run "import --source rejects a bad name" 2 "$cli" tasks import ops6k "$d/ops.jsonl" --store "$tmp/store3" --source "Bad/Name"
 run "import --source is for ops6k only" 2 "$cli" tasks import kernelbench tests/data/kernelbench_mini --store "$tmp/store3" --source x
+
+# Composition by an LLM (the scripted server): one good task, one hostile task that writes a
+# file on the host when run, one reply that is no task, one failed request. The hostile task's
+# file appears without the sandbox (the control) and not with it.
+L="$tmp/llm"; mkdir -p "$L"; cp "$d/catalog.json" "$L/"
+"$py" - "$tmp" > "$tmp/script.jsonl" <<'PY'
+import json, sys
+good = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * 2
+
+
+batch_size = 1048576
+
+
+def get_inputs():
+    return [torch.randn(batch_size, 256)]
+
+
+def get_init_inputs():
+    return [256]
+"""
+hostile = good.replace("return torch.relu(self.lin(x)) * 2",
+                       f"torch.save(x, '{sys.argv[1]}/pwned.pt')\n        return torch.relu(self.lin(x)) * 2")
+for content in ("Here it is:\n```python\n" + good + "```\n", "```python\n" + hostile + "```",
+                "I cannot do that."):
+    print(json.dumps({"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}))
+print(json.dumps({"status": 400, "body": json.dumps({"error": {"message": "bad request"}})}))
+PY
+"$py" tests/agent/scripted_server.py --script "$tmp/script.jsonl" --log "$tmp/llm.log" \
+  > "$tmp/port" 2>"$tmp/server.err" &
+srv=$!
+trap 'kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 50); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+port=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$tmp/port")
+url="http://127.0.0.1:$port/v1"
+run "synth compose --llm-url (4 prompts, one at a time)" 0 "$cli" synth compose --dir "$L" -n 4 \
+  --seed 5 --llm-url "$url" --model scripted --llm-concurrency 1
+grep_out "the replies become tasks or are rejected" "llm: 2 tasks from 4 new replies"
+"$py" - "$L" <<'PY' && ok "tasks, rejections and the failed request are recorded" || bad "llm files: $(head -c 600 "$L/llm_replies.jsonl")"
+import json, sys
+from pathlib import Path
+d = Path(sys.argv[1])
+rows = lambda n: [json.loads(l) for l in (d / n).read_text().splitlines()]
+tasks, rej, rep = rows("tasks.jsonl"), rows("llm_rejected.jsonl"), rows("llm_replies.jsonl")
+assert len(rep) == 4 and sum("error" in r for r in rep) == 1, rep
+assert len(tasks) == 2 and all(t["source"] == "llm" and t["estimated_ms"] is None for t in tasks)
+assert len(rej) == 2 and any("not Python" in r["why"] for r in rej) and any("request failed" in r["why"] for r in rej)
+PY
+run "compose --llm-url again asks nothing it has an answer to" 0 "$cli" synth compose --dir "$L" -n 4 \
+  --seed 5 --llm-url "$url" --model scripted
+[ "$(wc -l < "$tmp/llm.log")" = 4 ] && ok "no request was sent again" || bad "$(wc -l < "$tmp/llm.log") requests logged"
+kill "$srv" 2>/dev/null
+cp -r "$L" "$tmp/llm_open"
+CUDA_AGENT_SANDBOX=0 run "the control: filter without the sandbox" 0 "$cli" synth filter --dir "$tmp/llm_open" --no-compile --jobs 1
+[ -e "$tmp/pwned.pt" ] && ok "without the sandbox the hostile task writes on the host (the test can fail)" || bad "the control wrote nothing: the hostile task does not do what the test assumes"
+rm -f "$tmp/pwned.pt"
+run "synth filter in the sandbox" 0 "$cli" synth filter --dir "$L" --no-compile --jobs 1
+[ ! -e "$tmp/pwned.pt" ] && ok "in the sandbox the hostile task wrote nothing on the host" || bad "the hostile task wrote $tmp/pwned.pt through the sandbox"
+"$py" - "$L/verdicts.jsonl" <<'PY' && ok "the good LLM task is kept (its runtime estimated), the hostile one dropped at runs" || bad "verdicts: $(cat "$L/verdicts.jsonl" | head -c 800)"
+import json, sys
+vs = [json.loads(l) for l in open(sys.argv[1])]
+assert len(vs) == 2, vs
+assert vs[0]["kept"] and 1 <= vs[0]["runtime_ms"] <= 100 and vs[0]["measured"] is False, vs[0]
+assert vs[1]["stage"] == "runs", vs[1]  # its host path is not there in the sandbox
+PY
+run "export counts the LLM's part" 0 "$cli" synth export --dir "$L"
+grep_out "the funnel's LLM line" "LLM: 4 prompts, 3 replies, 1 failed requests, 2 replies not a task"
+grep -q '"data_source": "cuda-agent-synth-llm"' "$L/ops.jsonl" && ok "an LLM task's data_source says so" || bad "no cuda-agent-synth-llm row"
+run "--llm-url without --model is a usage error" 2 "$cli" synth compose --dir "$L" -n 1 --llm-url "$url"
+run "--llm-url is compose's option" 2 "$cli" synth filter --dir "$L" --llm-url "$url" --model m
+
 run "synth with no step is a usage error" 2 "$cli" synth
 run "a step before its input is a usage error" 2 "$cli" synth export --dir "$tmp/empty"
 finish

@@ -9,6 +9,13 @@ it goes on from what is already there.
   export                DIR/ops.jsonl (+ ops.parquet with pyarrow): the kept tasks as Ops-6K
                         rows {code, ops, data_source}; DIR/funnel.json, DIR/funnel.html (SVG
                         charts) and a table on stdout
+  llm-prompts -n N      DIR/llm_prompts.jsonl: N prompts for an LLM (synth/llm.py); the
+                        C side (`cuda-agent synth compose --llm-url`) sends them and writes
+                        DIR/llm_replies.jsonl
+  kb-corpus             DIR/kernelbench_corpus.json: --kernelbench's fingerprints (what the
+                        sandboxed filter reads instead of the tree)
+  llm-ingest            the replies' code (parsed, never run) appended to DIR/tasks.jsonl, or
+                        to DIR/llm_rejected.jsonl with the reason
 
 Exit status: 0 done, 2 usage or a missing input file, 3 a step failed.
 """
@@ -164,9 +171,83 @@ def step_filter(d: Path, kernelbench: Path | None, do_compile: bool, jobs: int) 
     append_jsonl(path, rows)
     verdicts = read_jsonl(path)
     kept = sum(1 for v in verdicts if v.get("kept"))
-    print(f"filter: {kept} of {len(verdicts)} kept -> {path}"
+    shown = Path(os.environ.get("CUDA_AGENT_SYNTH_DIR", str(d))) / path.name  # not the staging
+    print(f"filter: {kept} of {len(verdicts)} kept -> {shown}"
           + ("" if kernelbench else " (no --kernelbench: not decontaminated)"))
     return 0
+
+
+def step_kb_corpus(d: Path, kernelbench: Path | None) -> int:
+    """DIR/kernelbench_corpus.json: the fingerprints of the KernelBench tree (parsed, never run),
+    so that a sandboxed `filter` needs no access to the tree."""
+    from . import similarity
+
+    if kernelbench is None:
+        print("synth kb-corpus: --kernelbench PATH is needed", file=sys.stderr)
+        return 2
+    kb = similarity.corpus(kernelbench)
+    if not kb:
+        print(f"synth kb-corpus: no KernelBench program under {kernelbench}", file=sys.stderr)
+        return 2
+    out = d / "kernelbench_corpus.json"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(kb))
+    os.replace(tmp, out)
+    return 0
+
+
+def step_llm_prompts(d: Path, n: int, seed: int) -> int:
+    from . import llm
+
+    cat = json.loads((d / "catalog.json").read_text())
+    path = d / "llm_prompts.jsonl"
+    have = read_jsonl(path)
+    path.write_text("".join(json.dumps(p) + "\n" for p in have))  # drop a cut last line
+    if len(have) < n:
+        append_jsonl(path, llm.prompts(cat, n - len(have), seed, first=len(have)))
+    print(f"llm: {max(n, len(have))} prompts in {path}")
+    return 0
+
+
+def step_llm_ingest(d: Path) -> int:
+    from . import llm
+
+    prompts = read_jsonl(d / "llm_prompts.jsonl")
+    replies = {r["id"]: r for r in read_jsonl(d / "llm_replies.jsonl")}
+    tasks_path, rej_path = d / "tasks.jsonl", d / "llm_rejected.jsonl"
+    tasks = read_jsonl(tasks_path)
+    tasks_path.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    rejected = read_jsonl(rej_path)
+    rej_path.write_text("".join(json.dumps(r) + "\n" for r in rejected))
+    seen = {t["id"] for t in tasks} | {r["id"] for r in rejected}
+    new, rej = [], []
+    for p in prompts:
+        if p["id"] in seen or p["id"] not in replies:
+            continue
+        task, why = llm.ingest(p, replies[p["id"]])
+        if task:
+            new.append(task)
+        else:
+            rej.append({"id": p["id"], "why": why})
+    append_jsonl(tasks_path, new)
+    append_jsonl(rej_path, rej)
+    top = Counter(r["why"].split(":")[0][:60] for r in rej).most_common(3)
+    print(f"llm: {len(new)} tasks from {len(new) + len(rej)} new replies -> {tasks_path}"
+          + (f"; {len(rej)} rejected ({'; '.join(f'{w} ({k})' for w, k in top)})" if rej else ""))
+    return 0
+
+
+def llm_summary(d: Path) -> Json | None:
+    """What became of the LLM's prompts (the funnel's part before `filter`)."""
+    prompts = read_jsonl(d / "llm_prompts.jsonl")
+    if not prompts:
+        return None
+    replies = read_jsonl(d / "llm_replies.jsonl")
+    rejected = read_jsonl(d / "llm_rejected.jsonl")
+    return {"prompts": len(prompts), "replies": sum(1 for r in replies if "error" not in r),
+            "failed_requests": sum(1 for r in replies if "error" in r),
+            "rejected": len(rejected),
+            "top_reasons": Counter(r["why"].split(":")[0][:60] for r in rejected).most_common(3)}
 
 
 def funnel(tasks: list[Json], verdicts: list[Json]) -> Json:
@@ -198,7 +279,8 @@ def step_export(d: Path) -> int:
     verdicts = read_jsonl(d / "verdicts.jsonl")
     by_id = {t["id"]: t for t in tasks}
     rows = [{"code": by_id[v["id"]]["code"], "ops": by_id[v["id"]]["ops"],
-             "data_source": "cuda-agent-synth"} for v in verdicts if v.get("kept")]
+             "data_source": "cuda-agent-synth-llm" if by_id[v["id"]].get("source") == "llm"
+             else "cuda-agent-synth"} for v in verdicts if v.get("kept")]
     out = d / "ops.jsonl"
     tmp = out.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -214,9 +296,15 @@ def step_export(d: Path) -> int:
     from .report import render
 
     f = funnel(tasks, verdicts)
+    f["llm"] = llm_summary(d)
     (d / "funnel.json").write_text(json.dumps(f, indent=1))
     (d / "funnel.html").write_text(render(f))
     print(f"export: {len(rows)} tasks -> {out}{parquet}")
+    if f["llm"]:
+        g = f["llm"]
+        print(f"LLM: {g['prompts']} prompts, {g['replies']} replies, {g['failed_requests']} "
+              f"failed requests, {g['rejected']} replies not a task"
+              + "".join(f"; {w} ({k})" for w, k in g["top_reasons"]))
     print(f"{'stage':<16}{'dropped':>9}{'left':>8}  top reasons")
     print(f"{'composed':<16}{'':>9}{f['filtered']:>8}")
     for r in f["stages"]:
@@ -235,7 +323,8 @@ def step_export(d: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cuda-agent synth", description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=["crawl", "compose", "filter", "export"])
+    ap.add_argument("step", choices=["crawl", "compose", "filter", "export", "llm-prompts",
+                                     "llm-ingest", "kb-corpus"])
     ap.add_argument("--dir", type=Path, required=True)
     ap.add_argument("-n", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
@@ -243,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     a = ap.parse_args(argv)
-    needs = {"compose": "catalog.json", "filter": "tasks.jsonl", "export": "verdicts.jsonl"}
+    needs = {"compose": "catalog.json", "filter": "tasks.jsonl", "export": "verdicts.jsonl",
+             "llm-prompts": "catalog.json", "llm-ingest": "llm_prompts.jsonl"}
     if a.step in needs and not (a.dir / needs[a.step]).exists():
         print(f"synth {a.step}: {a.dir / needs[a.step]} is missing (run the step before)",
               file=sys.stderr)
@@ -255,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
         return step_compose(a.dir, a.n, a.seed)
     if a.step == "filter":
         return step_filter(a.dir, a.kernelbench, not a.no_compile, a.jobs)
+    if a.step == "llm-prompts":
+        return step_llm_prompts(a.dir, a.n, a.seed)
+    if a.step == "llm-ingest":
+        return step_llm_ingest(a.dir)
+    if a.step == "kb-corpus":
+        return step_kb_corpus(a.dir, a.kernelbench)
     return step_export(a.dir)
 
 

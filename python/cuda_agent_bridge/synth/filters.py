@@ -27,10 +27,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from ..degenerate import Judge
 from ..tasks import DEFAULT_TOLERANCE
-from . import similarity
+from . import compose, similarity
 from .catalog import PROBE_SHAPES, Json
 from .compose import load, run_probe
 
@@ -42,7 +43,31 @@ DRAWS = 4
 
 
 def _probe_batch(task: Json) -> int:
+    if task.get("probe_batch"):
+        return int(task["probe_batch"])  # an LLM's task (synth/llm.py)
     return PROBE_SHAPES[int(task["rank"])][0]
+
+
+def _model(ns: dict[str, Any]) -> Any:
+    return ns["Model"](*ns["get_init_inputs"]()).eval()
+
+
+def estimate_ms(task: Json) -> float:
+    """An LLM task's roofline estimate (the composer's model): FLOPs (torch's counter) and bytes
+    (inputs and output) at the probe batch, scaled to its batch_size."""
+    b = _probe_batch(task)
+    ns = load(task["code"])
+    full = int(ns.get("batch_size", b))
+    ns["batch_size"] = b
+    torch.manual_seed(0)
+    model = _model(ns)
+    inputs = ns["get_inputs"]()
+    with warnings.catch_warnings(), torch.no_grad(), FlopCounterMode(display=False) as fc:
+        warnings.simplefilter("ignore")
+        out = model(*inputs)
+    nbytes = sum(float(t.numel() * t.element_size()) for t in [*inputs, out]
+                 if isinstance(t, torch.Tensor))
+    return compose.estimate_ms([float(fc.get_total_flops())], [nbytes], max(full, 1) / b)
 
 
 def check_eager(task: Json) -> tuple[str, str] | None:
@@ -60,7 +85,7 @@ def check_eager(task: Json) -> tuple[str, str] | None:
     ns = load(task["code"])
     ns["batch_size"] = b
     torch.manual_seed(0)
-    model = ns["Model"]().eval()
+    model = _model(ns)
     torch.manual_seed(123)
     inputs = ns["get_inputs"]()
     with warnings.catch_warnings(), torch.no_grad():
@@ -90,7 +115,7 @@ def check_compile(task: Json) -> tuple[str, str] | None:
         ns = load(task["code"])
         ns["batch_size"] = b
         torch.manual_seed(0)
-        model = ns["Model"]().eval()
+        model = _model(ns)
         inputs = ns["get_inputs"]()
         torch._dynamo.reset()
         with warnings.catch_warnings(), torch.no_grad():
@@ -112,7 +137,7 @@ def runtime_ms(task: Json) -> tuple[float, bool]:
     ns = load(task["code"])
     torch.manual_seed(0)
     with torch.device("cuda"):  # inputs made on the GPU: a 2 GiB randn on the CPU takes seconds
-        model = ns["Model"]().eval()
+        model = _model(ns)
         inputs = ns["get_inputs"]()
     times = []
     with torch.no_grad():
@@ -137,6 +162,11 @@ def cpu_verdict(task: Json, do_compile: bool) -> Json:
     if failed is None and do_compile:
         failed = check_compile(task)
         out["compiled"] = failed is None
+    if failed is None and task.get("estimated_ms") is None:
+        try:
+            task["estimated_ms"] = out["estimated_ms"] = round(estimate_ms(task), 3)
+        except Exception as exc:  # noqa: BLE001
+            failed = "runs", f"estimating its runtime: {type(exc).__name__}: {str(exc)[:200]}"
     if failed:
         out["stage"], out["why"] = failed
     return out
@@ -147,6 +177,8 @@ def timed_verdict(task: Json, out: Json) -> Json:
     time, so that no timing shares the GPU with another)."""
     if out["stage"] is not None:
         return out
+    if task.get("estimated_ms") is None and out.get("estimated_ms") is not None:
+        task = dict(task, estimated_ms=out["estimated_ms"])  # an LLM task's, from stage 1-5
     try:
         ms, measured = runtime_ms(task)
     except Exception as exc:  # noqa: BLE001 - out of memory at the task's size, say

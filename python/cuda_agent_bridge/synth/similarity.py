@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
 from pathlib import Path
 
 KEEP_ROOTS = ("torch", "nn", "F")
@@ -68,7 +69,11 @@ def similarity(a: list[str], b: list[str]) -> float:
 
 
 def corpus(root: Path) -> dict[str, list[str]]:
-    """Fingerprints of every parsable .py under root (a KernelBench checkout's levels)."""
+    """Fingerprints of every parsable .py under root (a KernelBench checkout's levels), or those
+    a corpus file (JSON, written by `synth kb-corpus`) holds."""
+    if root.is_file():
+        data = json.loads(root.read_text())
+        return {str(k): [str(t) for t in v] for k, v in data.items()}
     out: dict[str, list[str]] = {}
     for p in sorted(root.rglob("*.py")):
         try:
