@@ -5,7 +5,8 @@ and one `cuda-agent worker --redis` node), then C clients each open an agent ses
 rowsum task, write a kernel of their own (tests/adversarial/honest/block_smem_rowsum with a
 unique comment, so every evaluation builds), and finalize it, until N evaluations are done.
 Reports evaluations per minute, finalize p50/p99, the GPU's busy fraction (NVML utilization,
-sampled every 200 ms by nvidia-smi during the load), the rewards, and the rewards of three of the
+sampled every 200 ms by nvidia-smi during the load), the mean time an evaluation held the GPU's
+lock (seconds.gpu_held) and the rate that bounds, the mean of each step, the rewards, and the rewards of three of the
 same kernels evaluated from the CLI. Prints one JSON object; `--out FILE` keeps the records.
 
 Usage: python3 bench/service_load.py [--build build] [--gpu-slots 3] [--clients 64]
@@ -103,7 +104,17 @@ def load(url: str, clients: int, n: int, first: int,
 def summary(recs: list[dict[str, Any]], seconds: float, util: list[float]) -> dict[str, Any]:
     lat = sorted(r["finalize_s"] for r in recs if "finalize_s" in r)
     ok = [r for r in recs if r.get("code") == "ok"]
+    held = [float((r.get("seconds") or {}).get("gpu_held", 0)) for r in recs]
+    held = [h for h in held if h > 0]
+    steps: dict[str, float] = {}
+    for r in recs:  # the mean of each step: where an evaluation's time goes
+        for k, v in (r.get("seconds") or {}).items():
+            steps[k] = steps.get(k, 0.0) + float(v) / max(len(recs), 1)
     return {"evaluations": len(recs), "ok": len(ok), "seconds": round(seconds, 1),
+            # one GPU finishes at most one evaluation per gpu_held, whatever --gpu-slots is
+            "gpu_held_mean_s": round(statistics.mean(held), 3) if held else None,
+            "gpu_bound_evals_per_min": round(60 / statistics.mean(held), 1) if held else None,
+            "mean_seconds_by_step": {k: round(v, 3) for k, v in sorted(steps.items())},
             "evals_per_min": round(len(recs) / seconds * 60, 1),
             "finalize_p50_s": round(statistics.median(lat), 2) if lat else None,
             "finalize_p99_s": round(lat[int(0.99 * (len(lat) - 1))], 2) if lat else None,
