@@ -42,6 +42,8 @@ static const char main_usage[] =
 	"  worker --redis URL            a GPU node serving the jobs of `serve --redis URL`\n"
 	"  synth crawl|compose|filter|export --dir DIR\n"
 	"                                training tasks made from PyTorch's operators\n"
+	"  rft TRAJECTORIES --out F      rejection fine-tuning data (verl's multi-turn SFT format)\n"
+	"                                from solve's trajectories\n"
 	"  version                       print versions\n"
 	"\n"
 	"Run 'cuda-agent <command> --help' for a command's options.\n"
@@ -393,6 +395,8 @@ int main(int argc, char **argv)
 		return cmd_serve(argc - 1, argv + 1);
 	if (strcmp(argv[1], "synth") == 0)
 		return cmd_synth(argc - 1, argv + 1);
+	if (strcmp(argv[1], "rft") == 0)
+		return cmd_rft(argc - 1, argv + 1);
 	if (strcmp(argv[1], "worker") == 0)
 		return cmd_worker(argc - 1, argv + 1);
 	if (strcmp(argv[1], "serve-worker") == 0)

@@ -169,4 +169,20 @@ grep -q "0 solved now, 2 already done" "$tmp/err" && ok "batch: the re-run resum
 run "--batch with a TASK too" 2 "$cli" solve --batch "$tmp/tasks" "$task" --llm-url "$url" --model scripted
 
 run "solve without --model" 2 "$cli" solve "$task" --llm-url "$url"
+# ---- rft over the trajectories of the runs above (docs/rl.md)
+run "rft over the scripted runs' trajectories" 0 "$cli" rft "$tmp" --out "$tmp/rft/sft.parquet"
+n_traj=$(find "$tmp" -name trajectory.jsonl | wc -l)
+grep_out "rft counts every trajectory" "of $n_traj trajectories"
+"$py" - "$tmp/out" "$tmp" <<'PY' && ok "rft's kept and dropped add up, each dropped one with its reason" || bad "rft: $(cat "$tmp/out")"
+import json, re, sys
+from pathlib import Path
+text = open(sys.argv[1]).read()
+kept, total = map(int, re.search(r"kept (\d+) of (\d+)", text).groups())
+dropped = sum(int(n) for n in re.findall(r"dropped (\d+):", text))
+rows = [json.loads(l) for l in (Path(sys.argv[2]) / "rft/sft.jsonl").read_text().splitlines()]
+assert kept + dropped == total and len(rows) == kept, (kept, dropped, total)
+assert all(r["extra_info"]["reward"] >= 1 for r in rows)
+PY
+run "rft of a file that is no trajectory" 3 "$cli" rft "$tmp/out" --out "$tmp/rft/x.parquet"
+run "rft without --out" 2 "$cli" rft "$tmp"
 finish

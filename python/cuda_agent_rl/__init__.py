@@ -1,0 +1,1 @@
+"""cuda-agent for RL engines (docs/rl.md): rejection fine-tuning data (rft)."""
