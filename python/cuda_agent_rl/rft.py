@@ -19,7 +19,7 @@ Writes verl's multi-turn SFT format (parquet through pyarrow, columns `messages`
 `extra_info`; verl reads it with data.multiturn.enable=true, messages_key=messages,
 tools_key=tools) and the same rows as JSONL beside it (`--out X.parquet` -> `X.jsonl`), and
 prints what it dropped and why. Exit status: 0 written (possibly nothing kept), 2 usage, 3 an
-input that is not a trajectory.
+input that is not a trajectory, or a directory holding none.
 """
 
 from __future__ import annotations
@@ -162,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     files: list[Path] = []
     for p in a.trajectories:
         if p.is_dir():
-            files += sorted(p.rglob("trajectory.jsonl"))
+            found = sorted(p.rglob("trajectory.jsonl"))
+            if not found:
+                print(f"cuda-agent rft: no trajectory.jsonl under {p}", file=sys.stderr)
+                return 3
+            files += found
         elif p.is_file():
             files.append(p)
         else:

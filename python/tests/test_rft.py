@@ -93,4 +93,6 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "junk.jsonl").write_text("not json\n")
     assert rft.main([str(tmp_path / "junk.jsonl"), "--out", str(out)]) == 3
     assert rft.main([str(tmp_path / "none"), "--out", str(out)]) == 2
+    (tmp_path / "empty").mkdir()
+    assert rft.main([str(tmp_path / "empty"), "--out", str(out)]) == 3
     assert rft.main([str(tmp_path), "--out", str(tmp_path / "x.txt")]) == 2

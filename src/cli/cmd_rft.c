@@ -2,13 +2,11 @@
  * is Python (python/cuda_agent_rl/rft.py); this command runs it in the bridge's Python with
  * cuda-agent's packages on PYTHONPATH.
  *
- * Exit codes: those of rft.py (0 written, 2 usage, 3 an input that is not a trajectory); 4 the
- * Python cannot be run. */
-#include <errno.h>
+ * Exit codes: those of rft.py (0 written, 2 usage, 3 an input that is not a trajectory or a
+ * directory holding none); 4 the Python cannot be run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/commands.h"
 #include "util/pylaunch.h"
@@ -28,7 +26,6 @@ static const char rft_help[] =
 int cmd_rft(int argc, char **argv)
 {
 	const char *python = getenv("CUDA_AGENT_PYTHON");
-	char pp[PYLAUNCH_ENV_MAX];
 	struct ca_diag d = {{0}};
 	const char **args;
 	int n = 0;
@@ -37,33 +34,19 @@ int cmd_rft(int argc, char **argv)
 		fputs(rft_help, argc < 2 ? stderr : stdout);
 		return argc < 2 ? EXIT_USAGE : EXIT_OK;
 	}
-	args = calloc((size_t)argc + 4, sizeof *args);
+	args = calloc((size_t)argc + 1, sizeof *args);
 	if (!args)
 		return EXIT_INTERNAL;
-	for (int i = 1; i + 1 < argc; i++)
-		if (strcmp(argv[i], "--python") == 0)
-			python = argv[++i];
-	if (!python || !python[0])
-		python = "python3";
-	if (ca_pythonpath_env(pp, sizeof pp, NULL, PYTHONPATH_INHERIT, "rft", &d)) {
-		fprintf(stderr, "cuda-agent rft: %s\n", d.msg);
-		free(args);
-		return EXIT_ENV;
-	}
-	args[n++] = python;
-	args[n++] = "-m";
-	args[n++] = "cuda_agent_rl.rft";
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--python") == 0 && i + 1 < argc) {
-			i++;
-			continue;
-		}
-		args[n++] = argv[i];
+		if (strcmp(argv[i], "--python") == 0 && i + 1 < argc)
+			python = argv[++i];
+		else
+			args[n++] = argv[i];
 	}
 	args[n] = NULL;
-	putenv(pp);
-	execvp(python, (char *const *)args);
-	fprintf(stderr, "cuda-agent rft: cannot run %s: %s\n", python, strerror(errno));
+	(void)ca_exec_python_module(python && python[0] ? python : "python3", "cuda_agent_rl.rft",
+				    args, "rft", &d);
+	fprintf(stderr, "cuda-agent rft: %s\n", d.msg);
 	free(args);
 	return EXIT_ENV;
 }

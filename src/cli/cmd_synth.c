@@ -310,7 +310,7 @@ int cmd_synth(int argc, char **argv)
 				 "--source", (char *)(a.source ? a.source : "synth"), NULL};
 		return cmd_tasks(8, targv);
 	}
-	execvp(a.python, (char *const *)args);
-	fprintf(stderr, "cuda-agent synth: cannot run %s: %s\n", a.python, strerror(errno));
+	(void)ca_exec_python_module(a.python, "cuda_agent_bridge.synth", args + 3, "synth", &d);
+	fprintf(stderr, "cuda-agent synth: %s\n", d.msg);
 	return EXIT_ENV;
 }

@@ -24,4 +24,10 @@ enum pythonpath_mode { PYTHONPATH_OURS, PYTHONPATH_INHERIT };
 int ca_pythonpath_env(char *out, size_t size, const char *package_dir, enum pythonpath_mode mode,
 		      const char *who, struct ca_diag *d);
 
+/* Replaces this process with `python -m module args...` (args NULL-terminated), the package on
+ * PYTHONPATH (PYTHONPATH_INHERIT): a command whose work is Python (synth, rft). Returns only
+ * when that cannot be done, with the reason in d. */
+int ca_exec_python_module(const char *python, const char *module, const char *const *args,
+			  const char *who, struct ca_diag *d);
+
 #endif

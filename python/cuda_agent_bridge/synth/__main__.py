@@ -68,6 +68,21 @@ def read_jsonl(path: Path) -> list[Json]:
     return out
 
 
+def reopen_jsonl(path: Path) -> list[Json]:
+    """The rows of a JSONL file, the file rewritten without a cut last line (an interrupted
+    write), so that rows appended next follow whole ones."""
+    rows = read_jsonl(path)
+    if path.exists():
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def append_jsonl(path: Path, rows: list[Json]) -> None:
     with path.open("a") as f:
         for r in rows:
@@ -90,9 +105,7 @@ def step_crawl(d: Path) -> int:
 
     cat = catalog.crawl(tick)
     sys.stderr.write("\n")
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cat, indent=1))
-    os.replace(tmp, out)
+    write_atomic(out, json.dumps(cat, indent=1))
     print(f"crawl: {len(cat['entries'])} operators ({cat['usable']} usable: deterministic, "
           f"batch dimension free) by source {cat['counts']} -> {out}")
     return 0
@@ -103,8 +116,7 @@ def step_compose(d: Path, n: int, seed: int) -> int:
 
     cat = json.loads((d / "catalog.json").read_text())
     path = d / "tasks.jsonl"
-    have = read_jsonl(path)
-    path.write_text("".join(json.dumps(t) + "\n" for t in have))  # drop a cut last line
+    have = reopen_jsonl(path)
     rng = random.Random(seed)
     for _ in range(len(have) * 3):  # the stream of draws as it was, then on
         rng.random()
@@ -142,8 +154,7 @@ def step_filter(d: Path, kernelbench: Path | None, do_compile: bool, jobs: int) 
 
     tasks = read_jsonl(d / "tasks.jsonl")
     path = d / "verdicts.jsonl"
-    done = read_jsonl(path)
-    path.write_text("".join(json.dumps(v) + "\n" for v in done))
+    done = reopen_jsonl(path)
     kb = similarity.corpus(kernelbench) if kernelbench else {}
     if kernelbench and not kb:
         print(f"filter: no KernelBench program under {kernelbench}", file=sys.stderr)
@@ -190,9 +201,7 @@ def step_kb_corpus(d: Path, kernelbench: Path | None) -> int:
         print(f"synth kb-corpus: no KernelBench program under {kernelbench}", file=sys.stderr)
         return 2
     out = d / "kernelbench_corpus.json"
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(kb))
-    os.replace(tmp, out)
+    write_atomic(out, json.dumps(kb))
     return 0
 
 
@@ -201,8 +210,7 @@ def step_llm_prompts(d: Path, n: int, seed: int) -> int:
 
     cat = json.loads((d / "catalog.json").read_text())
     path = d / "llm_prompts.jsonl"
-    have = read_jsonl(path)
-    path.write_text("".join(json.dumps(p) + "\n" for p in have))  # drop a cut last line
+    have = reopen_jsonl(path)
     if len(have) < n:
         append_jsonl(path, llm.prompts(cat, n - len(have), seed, first=len(have)))
     print(f"llm: {max(n, len(have))} prompts in {path}")
@@ -215,10 +223,8 @@ def step_llm_ingest(d: Path) -> int:
     prompts = read_jsonl(d / "llm_prompts.jsonl")
     replies = {r["id"]: r for r in read_jsonl(d / "llm_replies.jsonl")}
     tasks_path, rej_path = d / "tasks.jsonl", d / "llm_rejected.jsonl"
-    tasks = read_jsonl(tasks_path)
-    tasks_path.write_text("".join(json.dumps(t) + "\n" for t in tasks))
-    rejected = read_jsonl(rej_path)
-    rej_path.write_text("".join(json.dumps(r) + "\n" for r in rejected))
+    tasks = reopen_jsonl(tasks_path)
+    rejected = reopen_jsonl(rej_path)
     seen = {t["id"] for t in tasks} | {r["id"] for r in rejected}
     new, rej = [], []
     for p in prompts:
@@ -282,9 +288,7 @@ def step_export(d: Path) -> int:
              "data_source": "cuda-agent-synth-llm" if by_id[v["id"]].get("source") == "llm"
              else "cuda-agent-synth"} for v in verdicts if v.get("kept")]
     out = d / "ops.jsonl"
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    os.replace(tmp, out)
+    write_atomic(out, "".join(json.dumps(r) + "\n" for r in rows))
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
