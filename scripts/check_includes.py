@@ -25,7 +25,7 @@ FLOORS: list[set[str]] = [
     {"tensor", "protocol", "device"},
     {"task", "build", "bridge", "sandbox", "store"},
     {"worker", "eval", "import"},
-    {"report", "bench", "workspace", "agent"},
+    {"report", "bench", "workspace", "agent", "synth"},
     {"serve"},
     {"cli"},
 ]
