@@ -207,3 +207,16 @@ def test_llm_prompts_are_reproducible(cat: dict[str, Any]) -> None:
     b = llm.prompts(cat, 3, seed=1) + llm.prompts(cat, 2, seed=1, first=3)  # a resumed run
     assert a == b and len({p["id"] for p in a}) == 5
     assert all(p["messages"][1]["content"].count(op) for p in a for op in p["ops"])
+
+
+def test_a_task_that_fails_on_another_draw_fails_runs() -> None:
+    """Raises only on the degeneracy stage's draws (seeds 1000+): dropped at `runs`, not a crash
+    of the whole filter."""
+    t = _task("x if float(x.sum()) != 0 else x")
+    t["code"] = t["code"].replace(
+        "def get_inputs():\n    return [torch.randn(batch_size, 32)]",
+        "_n = [0]\n\ndef get_inputs():\n    _n[0] += 1\n"
+        "    if _n[0] > 2:\n        raise RuntimeError('singular')\n"
+        "    return [torch.randn(batch_size, 32)]")
+    v = filters.verdict(t, False)
+    assert v["stage"] == "runs" and "another input draw" in v["why"], v

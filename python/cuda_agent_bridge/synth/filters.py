@@ -71,7 +71,16 @@ def estimate_ms(task: Json) -> float:
 
 
 def check_eager(task: Json) -> tuple[str, str] | None:
-    """Stages 1-4: None when they pass, else (stage, why)."""
+    """Stages 1-4: None when they pass, else (stage, why). A task that raises on any of its
+    input draws (a singular matrix for linalg.inv on one of them, say) fails `runs`: the
+    evaluation would draw such inputs too."""
+    try:
+        return _check_eager(task)
+    except Exception as exc:  # noqa: BLE001 - whatever the task's code raises
+        return "runs", f"on another input draw: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _check_eager(task: Json) -> tuple[str, str] | None:
     b = _probe_batch(task)
     try:
         out1, _ = run_probe(task["code"], batch=b, seed=0)
