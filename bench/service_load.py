@@ -1,7 +1,8 @@
 """Throughput of `cuda-agent serve` on a GPU machine (issue 15's H200 figures; docs/service.md).
 
 Starts the service (the embedded queue, or `--redis`: a redis-server from PATH, `serve --redis`
-and one `cuda-agent worker --redis` node), then C clients each open an agent session on the
+and `--nodes` `cuda-agent worker --redis` processes, default 1, each with --gpu-slots workers;
+on one host they take turns on the GPU through one lock file), then C clients each open an agent session on the
 rowsum task, write a kernel of their own (tests/adversarial/honest/block_smem_rowsum with a
 unique comment, so every evaluation builds), and finalize it, until N evaluations are done.
 Reports evaluations per minute, finalize p50/p99, the GPU's busy fraction (NVML utilization,
@@ -10,7 +11,7 @@ lock (seconds.gpu_held) and the rate that bounds, the mean of each step, the rew
 same kernels evaluated from the CLI. Prints one JSON object; `--out FILE` keeps the records.
 
 Usage: python3 bench/service_load.py [--build build] [--gpu-slots 3] [--clients 64]
-                                     [--evaluations 128] [--seconds S] [--redis]
+                                     [--evaluations 128] [--seconds S] [--redis [--nodes N]]
                                      [--out FILE]
 """
 from __future__ import annotations
@@ -131,6 +132,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--evaluations", type=int, default=128)
     ap.add_argument("--redis", action="store_true")
+    ap.add_argument("--nodes", type=int, default=1, help="with --redis: worker processes")
     ap.add_argument("--seconds", type=float, default=float("inf"),
                     help="start no evaluation after this many seconds of load")
     ap.add_argument("--out", type=Path)
@@ -140,6 +142,8 @@ def main() -> None:
     procs: list[subprocess.Popen[bytes]] = []
     report: dict[str, Any] = {"mode": "redis" if a.redis else "embedded",
                               "gpu_slots": a.gpu_slots, "clients": a.clients}
+    if a.redis:
+        report["nodes"] = a.nodes
     try:
         port = free_port()
         args = [cli, "serve", "--listen", f"127.0.0.1:{port}", "--state", str(tmp / "serve"),
@@ -150,10 +154,12 @@ def main() -> None:
                                            "--appendonly", "no"], stdout=subprocess.DEVNULL))
             time.sleep(0.5)
             args += ["--redis", f"redis://127.0.0.1:{rport}"]
-            procs.append(subprocess.Popen(
-                [cli, "worker", "--redis", f"redis://127.0.0.1:{rport}", "--gpu-slots",
-                 str(a.gpu_slots), "--device", DEVICE, "--state", str(tmp / "node")],
-                stderr=open(tmp / "node.log", "wb")))  # noqa: SIM115 (open while the node runs)
+            for k in range(a.nodes):
+                procs.append(subprocess.Popen(
+                    [cli, "worker", "--redis", f"redis://127.0.0.1:{rport}", "--gpu-slots",
+                     str(a.gpu_slots), "--device", DEVICE, "--state", str(tmp / f"node{k}"),
+                     "--name", f"node{k}"],
+                    stderr=open(tmp / f"node{k}.log", "wb")))  # noqa: SIM115 (open while it runs)
         else:
             args += ["--gpu-slots", str(a.gpu_slots)]
         procs.append(subprocess.Popen(args, stderr=open(tmp / "serve.log", "wb")))  # noqa: SIM115
@@ -164,7 +170,8 @@ def main() -> None:
                     break
             except OSError:
                 time.sleep(0.1)
-        load(url, a.gpu_slots, a.gpu_slots, 10_000)  # warm: bridges, baselines
+        warm = a.gpu_slots * (a.nodes if a.redis else 1)
+        load(url, warm, warm, 10_000)  # warm: bridges, baselines
         smi = (subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.gpu",
                                  "--format=csv,noheader,nounits", "-lms", "200"],
                                 stdout=subprocess.PIPE, text=True)

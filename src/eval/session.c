@@ -73,4 +73,6 @@ void eval_session_close(struct eval_session *s)
 	s->cache_open = false;
 	free(s->py);
 	s->py = NULL;
+	json_decref(s->described);
+	s->described = NULL;
 }

@@ -7,6 +7,7 @@
 #ifndef CA_EVAL_SESSION_H
 #define CA_EVAL_SESSION_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "bridge/bridge.h"
@@ -61,7 +62,13 @@ struct eval_session {
 	bool cache_open;
 	char python[256];
 	char device[16];
+	/* The bridge's describe answers by task ("<hash> <dir>"), at most EVAL_DESCRIBED_MAX: a
+	 * task seen before is described without the bridge and without the GPU (describe runs the
+	 * reference with a fixed seed, so the answer depends on the task's files only). */
+	json_t *described;
 };
+
+#define EVAL_DESCRIBED_MAX 64
 
 void eval_opts_defaults(struct eval_opts *o);
 /* Copies bridge options (strings are copied); starts nothing. */

@@ -475,7 +475,7 @@ int step_start(struct run *r)
 	struct ca_diag d = {{0}};
 	struct loop_fail f = {0};
 	bool native = r->format == CANDIDATE_NATIVE;
-	double t0 = ca_now();
+	double t0 = ca_now(), t1;
 	/* The watchdog counts the process's own running time only (it is stopped otherwise) */
 	double limit = r->o->worker_timeout_s > 0
 			       ? r->o->worker_timeout_s
@@ -575,10 +575,12 @@ int step_start(struct run *r)
 	if (getenv("CUDA_AGENT_GPU_LOCK") && r->build_bg.pending && load_library(r))
 		return -1;
 	(void)gpu_stage_enter(&r->gpu);
+	t1 = ca_now();
 	if (loop_calibrate(&r->loop, LOOP_CALIBRATION_RUNS, &f)) {
 		reason_from_fail(r, &f);
 		return -1;
 	}
+	note_seconds(r, "calibrate", t1);
 	note_seconds(r, "start", t0);
 	return load_candidate(r);
 }
@@ -638,6 +640,10 @@ void step_finish(struct run *r, bool quit)
 		set_reason(r, "fault.crash", "the candidate's process died (%s)%s%s", how,
 			   tail[0] ? ": " : "", tail);
 	}
+	twin_finish(r);
+	/* Both processes are gone (their CUDA contexts with them): the GPU is the next
+	 * evaluation's, while this one looks at what they left behind. */
+	gpu_stage_leave(&r->gpu);
 	/* Files in the sandbox's /tmp or /dev/shm: after everything above, which names a more
 	 * specific cause; set before the result is made, it fails a run that was correct. */
 	if (r->sandboxed) {
@@ -653,7 +659,5 @@ void step_finish(struct run *r, bool quit)
 				   list);
 	}
 	cand_proc_free(&r->proc);
-	twin_finish(r);
-	gpu_stage_leave(&r->gpu); /* the GPU is the next evaluation's */
 	note_seconds(r, "finish", t0);
 }

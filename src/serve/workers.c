@@ -26,7 +26,7 @@ json_t *serve_env_result(const char *code, const char *message)
 static int slot_spawn(struct serve_slot *s, struct ca_diag *d)
 {
 	struct serve_pool *p = s->pool;
-	char log[4200], gpu_env[48], lock_env[4200];
+	char log[4200], gpu_env[48], lock_env[4240];
 	const char *argv[8];
 	const char *env[3] = {NULL, NULL, NULL};
 	struct ca_run_opts ro = {0};
@@ -46,8 +46,8 @@ static int slot_spawn(struct serve_slot *s, struct ca_diag *d)
 		env[0] = gpu_env;
 		ro.env_add = env;
 	}
-	if (s->shared) { /* the GPU's turns (eval/gpu_stage.h) */
-		snprintf(lock_env, sizeof lock_env, "CUDA_AGENT_GPU_LOCK=%s/gpu-%s.lock", p->log_dir,
+	if (s->gpu[0]) { /* the GPU's turns (eval/gpu_stage.h), with every process of the host */
+		snprintf(lock_env, sizeof lock_env, "CUDA_AGENT_GPU_LOCK=%s/gpu-%s.lock", p->lock_dir,
 			 s->gpu);
 		env[1] = lock_env;
 	}
@@ -176,6 +176,16 @@ int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_met
 	ca_strlcpy(p->device, device ? device : "auto", sizeof p->device);
 	ca_strlcpy(p->log_dir, log_dir, sizeof p->log_dir);
 	if (gpus && gpus[0]) {
+		/* One lock file per GPU for the whole host (this user's cache): two services, or two
+		 * `worker --redis` nodes, on one GPU take turns as one pool's slots do. */
+		char cache[4096];
+		int rc = ca_cache_dir(cache, sizeof cache, d);
+		if (!rc && ca_format(p->lock_dir, sizeof p->lock_dir, "%s/gpu-locks", cache))
+			rc = ca_fail(d, CA_ERR_LIMIT, "the cache directory's path is too long");
+		if (!rc)
+			rc = ca_mkdirs(p->lock_dir, 0700, d);
+		if (rc)
+			return rc;
 		for (const char *g = gpus; *g && p->nslots < SERVE_MAX_WORKERS;) {
 			size_t k = strcspn(g, ",");
 			if (k == 0 || k >= sizeof p->slots[0].gpu || strspn(g, "0123456789") != k)
@@ -185,7 +195,6 @@ int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_met
 			for (int i = 0; i < per_gpu && p->nslots < SERVE_MAX_WORKERS; i++) {
 				struct serve_slot *s = &p->slots[p->nslots++];
 				snprintf(s->gpu, sizeof s->gpu, "%.*s", (int)k, g);
-				s->shared = per_gpu > 1;
 			}
 			g += k + (g[k] == ',');
 		}

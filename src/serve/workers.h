@@ -33,7 +33,6 @@ struct serve_slot {
 	struct serve_pool *pool;
 	int index;
 	char gpu[16]; /* "" when the slot has no GPU of its own */
-	bool shared;  /* other slots have the same GPU: they take turns (eval/gpu_stage.h) */
 	struct ca_child child;
 	bool running; /* the child is started */
 	pthread_t thread;
@@ -47,13 +46,15 @@ struct serve_pool {
 	char python[256];   /* the bridge's Python, "" for the default */
 	char device[16];    /* the bridge's device */
 	char log_dir[4096]; /* the children's stderr files */
+	char lock_dir[4096]; /* the GPUs' lock files: <cache>/gpu-locks, shared by the host */
 	struct serve_slot slots[SERVE_MAX_WORKERS];
 	int nslots;
 };
 
 /* Starts n slots (gpus: a comma-separated list of GPU indices, per_gpu slots each (1 to 16), or
- * NULL for n slots that share what the machine has). Slots that share a GPU share its lock file,
- * log_dir/gpu-N.lock ($CUDA_AGENT_GPU_LOCK), and take turns on it (eval/gpu_stage.h). */
+ * NULL for n slots that share what the machine has). Every slot given a GPU N takes turns on it
+ * (eval/gpu_stage.h) through <cache>/gpu-locks/gpu-N.lock ($CUDA_AGENT_GPU_LOCK): with the pool's
+ * other slots, and with every other pool of the host (another service, another node). */
 int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_metrics *m, int n,
 		     const char *gpus, int per_gpu, const char *python, const char *device,
 		     const char *log_dir, struct ca_diag *d);
