@@ -5,7 +5,7 @@ and `--nodes` `cuda-agent worker --redis` processes, default 1, each with --gpu-
 on one host they take turns on the GPU through one lock file), then C clients each open an agent session on the
 rowsum task, write a kernel of their own (tests/adversarial/honest/block_smem_rowsum with a
 unique comment, so every evaluation builds), and finalize it, until N evaluations are done.
-Reports evaluations per minute, finalize p50/p99, the GPU's busy fraction (NVML utilization,
+Reports evaluations per minute, finalize p50/p99, the host's CPU busy fraction, the GPU's busy fraction (NVML utilization,
 sampled every 200 ms by nvidia-smi during the load), the mean time an evaluation held the GPU's
 lock (seconds.gpu_held) and the rate that bounds, the mean of each step, the rewards, and the rewards of three of the
 same kernels evaluated from the CLI. Prints one JSON object; `--out FILE` keeps the records.
@@ -102,6 +102,14 @@ def load(url: str, clients: int, n: int, first: int,
     return recs
 
 
+def cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs so far (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [float(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0.0)  # idle + iowait
+    return sum(v) - idle, sum(v)
+
+
 def summary(recs: list[dict[str, Any]], seconds: float, util: list[float]) -> dict[str, Any]:
     lat = sorted(r["finalize_s"] for r in recs if "finalize_s" in r)
     ok = [r for r in recs if r.get("code") == "ok"]
@@ -177,13 +185,18 @@ def main() -> None:
                                 stdout=subprocess.PIPE, text=True)
                if shutil.which("nvidia-smi") else None)
         t0 = time.monotonic()
+        c0 = cpu_times()
         recs = load(url, a.clients, a.evaluations, 0, a.seconds)
         el = time.monotonic() - t0
+        c1 = cpu_times()
         util: list[float] = []
         if smi:
             smi.terminate()
             util = [float(x) for x in (smi.communicate()[0] or "").split() if x.isdigit()]
         report.update(summary(recs, el, util))
+        # the host's CPUs during the load: whether they, not the GPU, bound it
+        report["cpu_busy_pct"] = round(100 * (c1[0] - c0[0]) / max(c1[1] - c0[1], 1.0), 1)
+        report["cpus"] = os.cpu_count()
         # the same kernels from the CLI
         cli_rewards = {}
         for i in (3, 17, 40):

@@ -22,6 +22,7 @@ whatever the bridge's own device.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
@@ -234,6 +235,7 @@ def op_describe(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
 def _close_slots(ctx: Context) -> int:
     """Drops the baseline and the slots (their memory is freed once every process closed it)."""
     ctx.bench = None
+    gc.enable()
     if ctx.slots is None:
         return 0
     _sync(ctx.device)  # nothing of ours may still be reading or writing a slot
@@ -617,6 +619,9 @@ def op_bench_open(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
         result["compile_seconds"] = built.compile_seconds
     result["settings"] = baseline_settings(str(mode))
     ctx.bench = Bench(task, built, str(mode), fn, templates)
+    # No collection inside a timed call: the collector runs now, and again at bench_close
+    gc.collect()
+    gc.disable()
     return result
 
 
@@ -693,6 +698,7 @@ def op_bench_call(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
 
 def op_bench_close(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     ctx.bench = None
+    gc.enable()
     return {}
 
 

@@ -3,6 +3,7 @@
  * with the bridge as callee: the same preparation of the same input sets in the same slots, the
  * same windows, the same rule for the median. */
 #include <math.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,7 +205,32 @@ struct baseline_session {
 	json_t *settings;  /* the bridge's baseline_settings, or NULL */
 	double compile_s;  /* the compile's first call, -1 when not measured */
 	bool open;
+	bool pinned;       /* the bridge's main thread is on the claimed CPU; was on `before` */
+	cpu_set_t before;
 };
+
+/* A baseline that launches several kernels from Python is as fast as the thread launching them
+ * (the GPU waits between kernels): its time follows the core's frequency and idle depth, and
+ * the scheduler moves the thread between cores. So its loop runs on the CPU this evaluation
+ * claimed (eval/cpu_claim.h), idle then: the candidate's process is stopped and the reference
+ * process waits; every re-measurement of the task uses the same core while it is free. */
+static void bridge_pin(struct run *r, struct baseline_session *s)
+{
+	cpu_set_t one;
+	pid_t pid = r->s->bridge.child.pid;
+	if (r->cpu.cpu < 0 || pid <= 0 || sched_getaffinity(pid, sizeof s->before, &s->before))
+		return;
+	CPU_ZERO(&one);
+	CPU_SET((size_t)r->cpu.cpu, &one);
+	s->pinned = sched_setaffinity(pid, sizeof one, &one) == 0;
+}
+
+static void bridge_unpin(struct run *r, struct baseline_session *s)
+{
+	if (s->pinned)
+		(void)sched_setaffinity(r->s->bridge.child.pid, sizeof s->before, &s->before);
+	s->pinned = false;
+}
 
 /* bench_open + calibration. 0; 1 when torch.compile failed (*failed: {"code", "error"}); -1
  * with the run's reason set otherwise. */
@@ -239,6 +265,7 @@ static int baseline_open(struct run *r, const char *mode, struct baseline_sessio
 	s->settings = json_incref(json_object_get(ans, "settings"));
 	json_decref(ans);
 	s->b.r = r;
+	bridge_pin(r, s);
 	s->L.ops = (struct loop_ops){.ctx = &s->b, .prepare = bench_prepare, .send = bench_send,
 				     .wait = bench_wait, .trusted = true,
 				     .hold_s = 1e-6 * r->o->protocol.timing.hold_python_us};
@@ -270,6 +297,7 @@ static void baseline_close(struct run *r, struct baseline_session *s)
 	json_decref(s->settings);
 	s->settings = NULL;
 	s->open = false;
+	bridge_unpin(r, s);
 }
 
 /* One baseline (eager or compile) timed by the loop; the summary or {"error", "code"}. */
