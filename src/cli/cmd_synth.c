@@ -43,7 +43,10 @@ static const char synth_help[] =
 	"  export    DIR/ops.jsonl and ops.parquet (Ops-6K columns: cuda-agent tasks import ops6k\n"
 	"            reads them), DIR/funnel.json and the funnel table; with --store S also\n"
 	"            into the task store S as source --source NAME (default synth): the same as\n"
-	"            `cuda-agent tasks import ops6k DIR/ops.jsonl --store S --source NAME`\n"
+	"            `cuda-agent tasks import ops6k DIR/ops.jsonl --store S --source NAME`;\n"
+	"            --baselines then measures their eager and torch.compile baselines on this\n"
+	"            GPU into the baseline cache (`cuda-agent baselines measure --store S\n"
+	"            --source NAME`)\n"
 	"\n"
 	"  --python PATH   the Python with torch ($CUDA_AGENT_PYTHON, else python3)\n";
 
@@ -77,6 +80,7 @@ struct synth_args {
 	long max_tokens, concurrency, n;
 	const char *n_text, *seed_text;
 	bool sandbox_off;
+	bool baselines; /* export --store: measure the exported tasks' baselines */
 	const char *rest[32]; /* the step's other arguments, passed on */
 	int n_rest;
 };
@@ -120,6 +124,10 @@ static int parse_args(int argc, char **argv, struct synth_args *a)
 			slot = &a->n_text;
 		else if (strcmp(o, "--seed") == 0)
 			slot = &a->seed_text;
+		else if (strcmp(o, "--baselines") == 0) {
+			a->baselines = true;
+			continue;
+		}
 		if (slot || strcmp(o, "--temperature") == 0 || strcmp(o, "--max-tokens") == 0 ||
 		    strcmp(o, "--llm-concurrency") == 0) {
 			if (!v) {
@@ -255,8 +263,14 @@ int cmd_synth(int argc, char **argv)
 	a.python = getenv("CUDA_AGENT_PYTHON");
 	if (parse_args(argc, argv, &a))
 		return EXIT_USAGE;
-	if ((a.store || a.source) && strcmp(step, "export") != 0) {
-		fprintf(stderr, "cuda-agent synth: --store and --source are export's options\n");
+	if ((a.store || a.source || a.baselines) && strcmp(step, "export") != 0) {
+		fprintf(stderr, "cuda-agent synth: --store, --source and --baselines are export's "
+			"options\n");
+		return EXIT_USAGE;
+	}
+	if (a.baselines && !a.store) {
+		fprintf(stderr, "cuda-agent synth export: --baselines measures the tasks exported "
+			"into a store: give --store\n");
 		return EXIT_USAGE;
 	}
 	if ((a.llm_url || a.model) && strcmp(step, "compose") != 0) {
@@ -306,9 +320,14 @@ int cmd_synth(int argc, char **argv)
 			fprintf(stderr, "cuda-agent synth: --dir is too long\n");
 			return EXIT_USAGE;
 		}
+		char *src = (char *)(a.source ? a.source : "synth");
 		char *targv[] = {"tasks", "import", "ops6k", file, "--store", (char *)a.store,
-				 "--source", (char *)(a.source ? a.source : "synth"), NULL};
-		return cmd_tasks(8, targv);
+				 "--source", src, NULL};
+		char *bargv[] = {"baselines", "measure", "--store", (char *)a.store, "--source", src,
+				 NULL};
+		if ((rc = cmd_tasks(8, targv)) != 0 || !a.baselines)
+			return rc;
+		return cmd_baselines(6, bargv);
 	}
 	(void)ca_exec_python_module(a.python, "cuda_agent_bridge.synth", args + 3, "synth", &d);
 	fprintf(stderr, "cuda-agent synth: %s\n", d.msg);

@@ -27,7 +27,7 @@ int cmd_report(int argc, char **argv); /* report RESULTS.jsonl... (cmd_report.c)
 int cmd_bench(int argc, char **argv);  /* bench TASKS CANDIDATES (cmd_bench.c) */
 int cmd_workspace_tool(int argc, char **argv); /* workspace new TASK DIR (cmd_workspace.c) */
 int cmd_solve(int argc, char **argv);  /* solve TASK --llm-url URL --model NAME (cmd_solve.c) */
-int cmd_baselines(int argc, char **argv); /* baselines export|import (cmd_baselines.c) */
+int cmd_baselines(int argc, char **argv); /* baselines export|import|measure (cmd_baselines.c) */
 int cmd_serve(int argc, char **argv);     /* serve [options] (cmd_serve.c) */
 int cmd_serve_worker(int argc, char **argv); /* serve-worker: serve's worker process */
 int cmd_synth(int argc, char **argv);    /* synth STEP: data synthesis (cmd_synth.c) */

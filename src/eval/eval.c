@@ -3,6 +3,8 @@
  * timing.c and result.c (their shared state and helpers: run.h, run.c). */
 #include "eval/eval.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "eval/run.h"
@@ -44,18 +46,13 @@ static bool cpu_protocol(void)
 	return v && strcmp(v, "1") == 0;
 }
 
-/* The steps in order; each sets the reason when it fails, and the first failure ends them. A
- * native build runs while the bridge describes the task and the processes start (step_start
- * waits for it before the load); run_steps waits for it whatever happened. */
-static void run_steps_in_order(struct run *r)
+/* The task, and the result's record of it. */
+static int step_task(struct run *r)
 {
-	const struct eval_opts *o = r->o;
-	struct eval_session *s = r->s;
 	struct ca_diag td = {{0}};
-
-	if (task_load(&r->task, o->task_dir, &td)) {
+	if (task_load(&r->task, r->o->task_dir, &td)) {
 		set_reason(r, "task.invalid", "%s", td.msg);
-		return;
+		return -1;
 	}
 	r->task_loaded = true;
 	json_object_set_new(r->result, "task",
@@ -65,6 +62,20 @@ static void run_steps_in_order(struct run *r)
 				      "dir", r->task.dir, "hash", r->task.hash, "precision",
 				      task_precision_name(r->task.precision), "atol", r->task.atol,
 				      "rtol", r->task.rtol));
+	return 0;
+}
+
+/* The steps in order; each sets the reason when it fails, and the first failure ends them. A
+ * native build runs while the bridge describes the task and the processes start (step_start
+ * waits for it before the load); run_steps waits for it whatever happened. */
+static void run_steps_in_order(struct run *r)
+{
+	const struct eval_opts *o = r->o;
+	struct eval_session *s = r->s;
+	struct ca_diag td = {{0}};
+
+	if (step_task(r))
+		return;
 	/* Import torch (seconds) while nvcc compiles. */
 	if (o->mode != EVAL_COMPILE)
 		step_claim_cpu(r);
@@ -180,6 +191,34 @@ static void run_conclude(struct run *r)
 	}
 }
 
+/* The run's state before its first step: the result, and every seed (secret, drawn here). */
+static void run_init(struct run *r, struct eval_session *s, const struct eval_opts *o)
+{
+	r->s = s;
+	r->o = o;
+	r->t_start = ca_now();
+	r->result = new_result(o);
+	r->seconds = json_object();
+	r->trials = json_array();
+	json_object_set(r->result, "seconds", r->seconds);
+	r->timing_wanted = o->mode == EVAL_FULL || o->mode == EVAL_PROFILE;
+	r->sandboxed = o->sandbox;
+	r->profile_wanted = o->mode == EVAL_PROFILE;
+	for (int k = 0; k < o->protocol.trials; k++)
+		r->trial_seeds[k] = secret_seed();
+	r->timing_model_seed = secret_seed();
+	cpu_claim_init(&r->cpu);
+	gpu_stage_init(&r->gpu);
+	for (int i = 0; i < o->protocol.rotation_sets; i++)
+		r->rotation_seeds[i] = secret_seed();
+	for (int i = 0; i < o->protocol.timing.checks; i++)
+		r->check_seeds[i] = secret_seed();
+	r->final_seed = secret_seed();
+	r->loop_seed = secret_seed();
+	r->audit_seed = secret_seed();
+
+}
+
 int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 	     struct ca_diag *d)
 {
@@ -205,29 +244,7 @@ int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 		return ca_fail(d, CA_ERR_LIMIT, "at most %d rotation sets, %d trials, %d checks",
 			       RUN_MAX_INPUTS, RUN_MAX_TRIALS, RUN_MAX_CHECKS);
 	}
-	r->s = s;
-	r->o = o;
-	r->t_start = ca_now();
-	r->result = new_result(o);
-	r->seconds = json_object();
-	r->trials = json_array();
-	json_object_set(r->result, "seconds", r->seconds);
-	r->timing_wanted = o->mode == EVAL_FULL || o->mode == EVAL_PROFILE;
-	r->sandboxed = o->sandbox;
-	r->profile_wanted = o->mode == EVAL_PROFILE;
-	for (int k = 0; k < o->protocol.trials; k++)
-		r->trial_seeds[k] = secret_seed();
-	r->timing_model_seed = secret_seed();
-	cpu_claim_init(&r->cpu);
-	gpu_stage_init(&r->gpu);
-	for (int i = 0; i < o->protocol.rotation_sets; i++)
-		r->rotation_seeds[i] = secret_seed();
-	for (int i = 0; i < o->protocol.timing.checks; i++)
-		r->check_seeds[i] = secret_seed();
-	r->final_seed = secret_seed();
-	r->loop_seed = secret_seed();
-	r->audit_seed = secret_seed();
-
+	run_init(r, s, o);
 	run_steps(r);
 	run_conclude(r);
 	*result = r->result;
@@ -241,4 +258,117 @@ int eval_exit_code(const json_t *result)
 {
 	return reason_exit_code(
 		json_string_value(json_object_get(json_object_get(result, "reason"), "code")));
+}
+
+/* ---- baselines only ------------------------------------------------------------------------ */
+
+static void baselines_steps(struct run *r)
+{
+	struct ca_diag td = {{0}};
+	json_t *baselines = NULL;
+	bool cached = false;
+
+	if (step_task(r))
+		return;
+	step_claim_cpu(r); /* the bridge's timing thread runs its loops there (timing.c) */
+	if (eval_session_warm(r->s, &td))
+		ca_log_warn("torch bridge: %s", td.msg);
+	if (step_bridge_ready(r))
+		return;
+	if (strcmp(r->s->bridge.device, "cuda") != 0 && !cpu_protocol()) {
+		set_reason(r, "env.no_gpu",
+			   "no CUDA GPU here: baselines are measured on the GPU that rewards against "
+			   "them");
+		return;
+	}
+	if (step_describe(r))
+		return;
+	step_preload(r); /* the cached baselines, unless refreshed */
+	if (!r->cached_baselines) {
+		if (data_open(r))
+			return;
+		step_env_gpu(r);
+		(void)gpu_stage_enter(&r->gpu);
+		if (timing_fill_rotation(r))
+			return;
+	}
+	if (step_baselines(r, &baselines, &cached))
+		return;
+	gpu_stage_leave(&r->gpu);
+	json_object_set_new(r->result, "baselines", baselines);
+	json_object_set_new(r->result, "baselines_cached", json_boolean(cached));
+	{
+		const json_t *comp = json_object_get(baselines, "compile");
+		const char *code = json_string_value(json_object_get(comp, "code"));
+		json_object_set_new(r->result, "reason",
+				    json_pack("{s:s, s:s}", "code", "ok", "message",
+					      code ? "eager measured; torch.compile failed on this "
+						     "task (no compile baseline)"
+					      : cached ? "found in the baseline cache"
+						       : "measured and stored in the baseline cache"));
+	}
+}
+
+static double baseline_median(const json_t *result, const char *mode)
+{
+	const json_t *v = json_object_get(
+		json_object_get(json_object_get(result, "baselines"), mode), "median_ms");
+	return json_is_number(v) ? json_number_value(v) : -1.0;
+}
+
+int eval_baselines(struct eval_session *s, const struct eval_opts *o, json_t **result,
+		   struct ca_diag *d)
+{
+	struct eval_opts bo = *o;
+	struct run *r;
+	char line[512];
+	int rc;
+
+	*result = NULL;
+	if (!o->task_dir)
+		return ca_fail(d, CA_ERR_INVALID, "a task directory is required");
+	bo.mode = EVAL_FULL; /* the timing protocol's sets and seeds, as a timed evaluation's */
+	bo.candidate_dir = "";
+	rc = eval_protocol_validate(&bo.protocol, d);
+	if (rc)
+		return rc;
+	if (bo.protocol.rotation_sets > RUN_MAX_INPUTS || bo.protocol.trials > RUN_MAX_TRIALS ||
+	    bo.protocol.timing.checks > RUN_MAX_CHECKS)
+		return ca_fail(d, CA_ERR_LIMIT, "at most %d rotation sets, %d trials, %d checks",
+			       RUN_MAX_INPUTS, RUN_MAX_TRIALS, RUN_MAX_CHECKS);
+	if (!(r = calloc(1, sizeof *r)))
+		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
+	run_init(r, s, &bo);
+	json_object_set_new(r->result, "mode", json_string("baselines"));
+	json_object_del(r->result, "candidate");
+	json_object_del(r->result, "reward");
+	json_object_del(r->result, "reward_continuous");
+	json_object_del(r->result, "compiled");
+	json_object_del(r->result, "correct");
+	json_object_del(r->result, "rules");
+	json_object_set_new(r->result, "baselines", json_null());
+	baselines_steps(r);
+	step_env(r);
+	if (r->gpu.waited_s > 0 || r->gpu.held_s > 0) {
+		json_object_set_new(r->seconds, "gpu_wait", json_real(r->gpu.waited_s));
+		json_object_set_new(r->seconds, "gpu_held", json_real(r->gpu.held_s));
+	}
+	json_object_set_new(r->seconds, "total", json_real(ca_now() - r->t_start));
+	if (strcmp(reason_code(r), "ok") == 0)
+		snprintf(line, sizeof line, "%s: eager %.4f ms, torch.compile %.4f ms (%s)",
+			 r->task.id, baseline_median(r->result, "eager"),
+			 baseline_median(r->result, "compile"),
+			 json_string_value(json_object_get(json_object_get(r->result, "reason"),
+							   "message")));
+	else
+		snprintf(line, sizeof line, "%s: %s: %s", r->task_loaded ? r->task.id : o->task_dir,
+			 reason_code(r),
+			 json_string_value(json_object_get(json_object_get(r->result, "reason"),
+							   "message")));
+	json_object_set_new(r->result, "summary", json_string(line));
+	*result = r->result;
+	json_decref(r->seconds);
+	run_free(r);
+	free(r);
+	return 0;
 }

@@ -24,6 +24,15 @@
 int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 	     struct ca_diag *d);
 
+/* The eager and torch.compile baselines of o->task_dir, with no candidate: found in the
+ * baseline cache, or (o->refresh_baselines, or none there) measured on the GPU with the loop
+ * an evaluation uses and stored (`cuda-agent baselines measure`, `synth export --baselines`).
+ * The result (docs/result.md, "Baselines only"): schema, mode "baselines", task, baselines
+ * {eager, compile} (null when none were had), baselines_cached, reason, env, seconds, summary.
+ * 0 whenever a result was produced (the reason says how it went; eval_exit_code applies). */
+int eval_baselines(struct eval_session *s, const struct eval_opts *o, json_t **result,
+		   struct ca_diag *d);
+
 /* Process exit code for a result (documented in docs/cli.md):
  * 0 ok, 1 candidate failed, 3 task broken, 4 environment (no GPU, bridge, worker missing). */
 int eval_exit_code(const json_t *result);

@@ -155,6 +155,7 @@ int make_run_dirs(struct run *r);                          /* spawn.c */
  * (on a GPU host, eval/cpu_claim.h), so that the compilers run elsewhere. */
 void step_claim_cpu(struct run *r);
 int step_start(struct run *r);                             /* spawn.c */
+void step_env_gpu(struct run *r); /* spawn.c: the GPU as the supervisor's context sees it */
 void step_timing_result(struct run *r);                    /* result.c */
 void step_finish(struct run *r, bool quit);                /* spawn.c */
 void step_profile_result(struct run *r);                   /* result.c */
@@ -214,6 +215,8 @@ int step_time_candidate(struct run *r);
 void step_profile(struct run *r);
 /* The baselines: cached, or measured with the same loop (the bridge as callee). */
 int step_baselines(struct run *r, json_t **baselines, bool *cached);
+/* The rotation sets into inputs[0..R-1] and the timing model's state (the timed loops' data). */
+int timing_fill_rotation(struct run *r);
 /* Decisions at the thresholds (docs/evaluation.md): for each baseline whose speed-up's interval
  * holds CA_REWARD_THRESHOLD (or always, or never: o->interleave), re-times the candidate (its
  * process still running) and the baseline in alternating rounds and records timing.decision.

@@ -405,7 +405,7 @@ static void twin_finish(struct run *r)
 }
 
 /* The device as the supervisor's own context sees it (the result's env). */
-static void env_gpu_record(struct run *r)
+void step_env_gpu(struct run *r)
 {
 	json_t *g = json_pack("{s:s, s:s, s:i, s:I, s:I}", "gpu", r->data.dev.name,
 			      "pci_bus_id", r->data.dev.pci_bus_id, "sm_count",
@@ -512,7 +512,7 @@ int step_start(struct run *r)
 			   worker, native ? "" : " (the reference process)");
 		return -1;
 	}
-	env_gpu_record(r);
+	step_env_gpu(r);
 	plan = make_plan(r);
 	ca_format(plan_path, sizeof plan_path, "%s/plan.json", r->dir);
 	ca_format(r->err_path, sizeof r->err_path, "%s/candidate.stderr", r->dir);

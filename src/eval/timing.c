@@ -21,7 +21,7 @@
 #include "util/log.h"
 
 /* The timing sets: the rotation sets into inputs[0..R-1] and the timing model's state. */
-static int fill_rotation(struct run *r)
+int timing_fill_rotation(struct run *r)
 {
 	struct data_set sets[RUN_MAX_INPUTS];
 	for (int i = 0; i < r->data.ninputs; i++)
@@ -87,7 +87,7 @@ int step_time_candidate(struct run *r)
 	double t0 = ca_now();
 	int rc;
 
-	if (fill_rotation(r))
+	if (timing_fill_rotation(r))
 		return -1;
 	if (cand_proc_command(&r->proc, WIRE_CMD_SETUP, NULL, &ans, &f)) {
 		reason_from_fail(r, &f);
@@ -310,7 +310,7 @@ static json_t *time_baseline(struct run *r, const char *mode, double *compile_s)
 	int rc;
 
 	*compile_s = -1;
-	if (fill_rotation(r))
+	if (timing_fill_rotation(r))
 		return NULL;
 	rc = baseline_open(r, mode, &s, &out);
 	if (rc) {

@@ -57,6 +57,27 @@ run "eval with --interleave never" 0 "$cli" eval --device cpu --budget 0.3 --tri
 field "never: the interval is reported, nothing re-timed" 'all(d["retimed"] is False and "interleaved" not in d and d["interval"][0] <= d["speedup"] <= d["interval"][1] and abs(d["threshold"] - 1 / 0.95) < 1e-6 for d in r["timing"]["decision"].values())'
 run "--interleave with a bad value" 2 "$cli" eval --interleave sometimes "$data/task" "$data/kb_rules.py"
 
+# Baselines with no candidate (cuda-agent baselines measure; synth export --baselines): the same
+# loop as an evaluation's, stored in the cache, found there the next time.
+run "baselines measure --refresh: measured" 0 "$cli" baselines measure --refresh --json "$data/task"
+field "measured: both baselines through the loop, stored, no candidate or reward" 'r["mode"] == "baselines" and r["reason"]["code"] == "ok" and r["baselines_cached"] is False and r["baselines"]["eager"]["samples"] >= 10 and r["baselines"]["compile"]["samples"] >= 10 and r["baselines"]["compile"]["settings"]["compile_mode"] == "default" and "reward" not in r and "candidate" not in r and r["seconds"]["baselines"] > 0'
+cp "$tmp/out" "$tmp/measured"
+run "baselines measure again: from the cache" 0 "$cli" baselines measure --json "$data/task"
+"$py" - "$tmp/measured" "$tmp/out" <<'PY' && ok "the cached baselines are the measured ones" || bad "cached: $(head -c 300 "$tmp/out")"
+import json, sys
+a, b = (json.loads(open(p).readline()) for p in sys.argv[1:3])
+sys.exit(0 if b["baselines_cached"] is True and b["baselines"]["eager"]["median_ms"] == a["baselines"]["eager"]["median_ms"] and b["baselines"]["compile"]["median_ms"] == a["baselines"]["compile"]["median_ms"] else 1)
+PY
+run "an evaluation of the task then uses them" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
+  --rules kernelbench --interleave never --json "$data/task" "$data/kb_rules.py"
+"$py" - "$tmp/measured" "$tmp/out" <<'PY' && ok "the evaluation's baselines are the measured ones, cached" || bad "eval: $(head -c 300 "$tmp/out")"
+import json, sys
+a, b = (json.loads(open(p).readline()) for p in sys.argv[1:3])
+t = b["timing"]
+# (the evaluation's result keeps 9 significant digits)
+sys.exit(0 if t["baselines_cached"] is True and abs(t["eager"]["median_ms"] - a["baselines"]["eager"]["median_ms"]) <= 1e-7 * t["eager"]["median_ms"] else 1)
+PY
+
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

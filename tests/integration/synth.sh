@@ -48,6 +48,18 @@ n_listed=$(grep -c "\"source\": *\"synth\"" "$tmp/out" || true)
 run "a second set under its own name does not replace the first" 0 "$cli" synth export --dir "$d" --store "$tmp/store3" --source other_set
 grep_out "the second set is imported, not updated" "imported $n_rows, unchanged 0, updated 0"
 run "--store is export's option only" 2 "$cli" synth filter --dir "$d" --store "$tmp/store3"
+# Baselines at export: measured into the baseline cache where a GPU is; here (no GPU) the export
+# says so and exits 4 after the first task; with the CPU protocol the path runs for real.
+run "export --baselines without a GPU: the tasks are exported, the baselines said not measured" 4 \
+  env CUDA_AGENT_CACHE="$tmp/bcache" "$cli" synth export --dir "$d" --store "$tmp/store4" --baselines
+grep_out "no GPU: it says so, once" "no CUDA GPU here"
+run "--baselines needs --store" 2 "$cli" synth export --dir "$d" --baselines
+run "baselines measure --store: the same, for the store's tasks of one source" 4 \
+  env CUDA_AGENT_CACHE="$tmp/bcache" "$cli" baselines measure --store "$tmp/store4" --source synth
+grep_out "measure --store: no GPU, said once" "no CUDA GPU here"
+if grep -q "the other $((n_rows - 1)) tasks are not measured" "$tmp/err"; then ok "the other tasks are not tried"; else bad "no GPU: $(tail -c 300 "$tmp/err")"; fi
+run "baselines measure: a task directory that does not exist" 3 "$cli" baselines measure "$tmp/nonexistent"
+run "baselines measure: --source without --store" 2 "$cli" baselines measure --source synth "$d"
 run "import --source rejects a bad name" 2 "$cli" tasks import ops6k "$d/ops.jsonl" --store "$tmp/store3" --source "Bad/Name"
 run "import --source is for ops6k only" 2 "$cli" tasks import kernelbench tests/data/kernelbench_mini --store "$tmp/store3" --source x
 

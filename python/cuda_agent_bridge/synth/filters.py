@@ -21,6 +21,7 @@ Stages, in order; a task is dropped at the first it fails (the funnel counts eac
 
 from __future__ import annotations
 
+import os
 import statistics
 import warnings
 from collections.abc import Iterator
@@ -296,6 +297,9 @@ def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
         import concurrent.futures as cf
         import multiprocessing as mp
 
+        # One compile thread per worker: the pool is the parallelism. inductor otherwise
+        # starts a compile pool of its own, as wide as the host, in each of the `jobs` workers.
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         ex = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"),
                                     initializer=_hide_gpu)
         try:
