@@ -44,5 +44,14 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   "$venv/bin/pip" install -q -r "$req" >&2
   touch "$venv/.complete"
 fi
+# The RL engines (verl, TRL) for python/cuda_agent_rl and its tests, into the same venv.
+rl_req="$here/python/requirements-rl.txt"
+rl_key="$(sha256sum "$rl_req" | cut -c1-16)"
+if [ ! -f "$venv/.complete-rl-$rl_key" ]; then
+  echo "setup: installing verl and trl into $venv (python/requirements-rl.txt)" >&2
+  "$venv/bin/pip" install -q -r "$rl_req" >&2
+  rm -f "$venv"/.complete-rl-*
+  touch "$venv/.complete-rl-$rl_key"
+fi
 export CUDA_AGENT_PYTHON="$venv/bin/python"
 echo "$CUDA_AGENT_PYTHON"

@@ -4,6 +4,7 @@
  *   tasks list [--source S] [--level N]          a table, or JSON lines
  *   tasks show ID                                the fields, the directory and model.py
  *   tasks check [--source S] [--level N]         degeneracy of stored tasks (tasks_check.h)
+ *   tasks export --format verl-rl --out F        prompts for RL trainers (python/cuda_agent_rl)
  *
  * Exit codes (docs/cli.md): 0 ok, 2 usage, 3 the input or the task is missing or broken (also:
  * an import where every row was skipped), 4 environment (the store cannot be opened or written,
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/tasks_check.h"
@@ -21,6 +23,7 @@
 #include "import/import.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/pylaunch.h"
 #include "util/str.h"
 
 
@@ -29,7 +32,8 @@ static const char usage_all[] =
 	"       cuda-agent tasks import ops6k FILE [options]\n"
 	"       cuda-agent tasks list [--source S] [--level N] [options]\n"
 	"       cuda-agent tasks show ID [options]\n"
-	"       cuda-agent tasks check [--source S] [--level N] [options]\n";
+	"       cuda-agent tasks check [--source S] [--level N] [options]\n"
+	"       cuda-agent tasks export --format verl-rl|verl-single --out FILE [options]\n";
 
 static const char help_all[] =
 	"\n"
@@ -44,8 +48,9 @@ static const char help_all[] =
 	"  show ID                  one task: its fields, directory and model.py\n"
 	"  check                    which tasks are degenerate (a constant or zeros passes them):\n"
 	"                           the torch bridge describes each task, the verdict is stored\n"
+	"  export                   prompts for RL trainers (verl, TRL) as parquet (docs/rl.md)\n"
 	"\n"
-	"Run 'cuda-agent tasks <import|list|show|check> --help' for the options.\n"
+	"Run 'cuda-agent tasks <import|list|show|check|export> --help' for the options.\n"
 	"Store: --store DIR, else $CUDA_AGENT_TASKS, else $XDG_DATA_HOME/cuda-agent/tasks, else\n"
 	"~/.local/share/cuda-agent/tasks.\n"
 	"Exit codes: 0 ok, 2 usage, 3 input or task missing or broken, 4 environment, 5 internal.\n";
@@ -139,6 +144,36 @@ static const char help_check[] =
 	"\n"
 	"Exit codes: 0 ok (degenerate tasks are findings), 3 no store, or a task could not run\n"
 	"(named on stderr), 4 the bridge cannot run or the store cannot be written, 5 internal.\n";
+
+static const char help_export[] =
+	"usage: cuda-agent tasks export --format verl-rl|verl-single --out FILE [options]\n"
+	"\n"
+	"Writes the store's tasks as prompts for RL trainers, one parquet row per task (docs/rl.md):\n"
+	"prompt (system: the service's session prompt, SKILL.md and INTERFACE.md; user: the task's\n"
+	"id and model.py), tools (the session's tool schemas, JSON text), agent_name, data_source,\n"
+	"ability, reward_model (ground_truth: the task id) and extra_info (index, task_id,\n"
+	"task_hash, source, level). The prompt and tools are what a session of `cuda-agent serve`\n"
+	"answers for the task: a session is opened per task on --url, else on a service started\n"
+	"here on CPU for the export (it describes each task with the torch bridge).\n"
+	"\n"
+	"  --format F        verl-rl: agent_name cuda_agent, the multi-turn agent loop of\n"
+	"                    cuda_agent_rl.verl_agent; verl-single: agent_name single_turn_agent,\n"
+	"                    no tools, the user message asks for one ```cuda block (recipe stage 1)\n"
+	"  --out FILE        the parquet file (needs pyarrow)\n"
+	"  --source S        only tasks of source S\n"
+	"  --level N         only tasks of level N\n"
+	"  --limit N         at most N tasks (in `tasks list` order)\n"
+	"  --url URL         a running service that holds the same store (else one is started)\n"
+	"  --jobs N          sessions opened at once (default 4)\n"
+	"  --python PATH     the Python with pyarrow and the bridge's torch ($CUDA_AGENT_PYTHON,\n"
+	"                    else python3)\n"
+	"  --store DIR       the task store (see 'cuda-agent tasks --help')\n"
+	"  -q, --quiet       no line per skipped task\n"
+	"  -h, --help        this help\n"
+	"\n"
+	"Exit codes: 0 written (tasks whose session failed are skipped and named), 2 usage, 3 no\n"
+	"task selected or every task failed, 4 the service cannot be started or reached, no\n"
+	"pyarrow, or the Python cannot be run.\n";
 
 struct opts {
 	const char *store;
@@ -692,6 +727,67 @@ static int tasks_check(int argc, char **argv)
 	return rc;
 }
 
+/* ---- export --------------------------------------------------------------------------- */
+
+/* The work is Python (python/cuda_agent_rl/export.py), run with this binary as its --cli and the
+ * store resolved here, so that `tasks list` and `serve --tasks` read the store meant. */
+static int tasks_export(int argc, char **argv)
+{
+	const char *python = getenv("CUDA_AGENT_PYTHON"), *store = NULL, *format = NULL;
+	char exe[PATH_MAX], dir[PATH_MAX];
+	struct ca_diag d = {{0}};
+	const char **args;
+	ssize_t len;
+	int n = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			fputs(help_export, stdout);
+			return EXIT_OK;
+		}
+		if (i + 1 < argc && strcmp(argv[i], "--format") == 0)
+			format = argv[i + 1];
+		else if (i + 1 < argc && strcmp(argv[i], "--store") == 0)
+			store = argv[i + 1];
+	}
+	if (!format || (strcmp(format, "verl-rl") != 0 && strcmp(format, "verl-single") != 0)) {
+		fprintf(stderr, "cuda-agent: tasks export: --format verl-rl or verl-single\n%s",
+			help_export);
+		return EXIT_USAGE;
+	}
+	len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (len <= 0 || task_store_default_dir(store, dir, sizeof dir, &d) != 0) {
+		fprintf(stderr, "cuda-agent: tasks export: %s\n",
+			len <= 0 ? "cannot find this executable" : d.msg);
+		return EXIT_ENV;
+	}
+	exe[len] = '\0';
+	args = calloc((size_t)argc + 8, sizeof *args);
+	if (!args)
+		return EXIT_INTERNAL;
+	args[n++] = "--cli";
+	args[n++] = exe;
+	args[n++] = "--store";
+	args[n++] = dir;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--store") == 0 && i + 1 < argc) {
+			i++;
+		} else if (strcmp(argv[i], "--python") == 0 && i + 1 < argc) {
+			python = argv[++i];
+			args[n++] = "--python";
+			args[n++] = python;
+		} else {
+			args[n++] = argv[i];
+		}
+	}
+	args[n] = NULL;
+	(void)ca_exec_python_module(python && python[0] ? python : "python3",
+				    "cuda_agent_rl.export", args, "tasks export", &d);
+	fprintf(stderr, "cuda-agent tasks export: %s\n", d.msg);
+	free(args);
+	return EXIT_ENV;
+}
+
 int cmd_tasks(int argc, char **argv)
 {
 	static const struct cli_subcommand subs[] = {
@@ -699,6 +795,7 @@ int cmd_tasks(int argc, char **argv)
 		{"list", tasks_list},
 		{"show", tasks_show},
 		{"check", tasks_check},
+		{"export", tasks_export},
 	};
 	return cli_dispatch("tasks", argc, argv, usage_all, help_all, subs,
 			    sizeof subs / sizeof subs[0]);
