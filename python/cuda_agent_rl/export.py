@@ -86,14 +86,20 @@ def local_service(cli: str, store: str | None, python: str | None,
                 time.sleep(0.1)
             yield f"http://127.0.0.1:{port_file.read_text().strip()}"
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc, 30)
             log.close()
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """SIGTERM (a service drains its queue and exits), then SIGKILL after timeout_s."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def user_message(task: Json, fmt: str) -> str:
