@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -74,32 +75,47 @@ def load(url: str, clients: int, n: int, first: int,
                 nxt[0] += 1
             if i >= first + n or time.monotonic() > deadline:
                 return
-            st, r = call(url, "POST", "/v1/sessions", {"task": {"files": TASK}})
-            if st != 200:
+            try:
+                one(i)
+            except OSError as e:  # the server went away (a signal to the process group, say)
                 with lock:
-                    recs.append({"i": i, "error": f"session {st}: {r}"})
-                continue
-            sid = r["session_id"]
-            call(url, "POST", f"/v1/sessions/{sid}/tools/write_file",
-                 {"path": "kernels/kernel.cu", "content": variant(i)})
-            t = time.monotonic()
-            st, f = call(url, "POST", f"/v1/sessions/{sid}/finalize", {})
-            lat = time.monotonic() - t
-            call(url, "DELETE", f"/v1/sessions/{sid}")
-            res = f.get("result", {}) if isinstance(f, dict) else {}
-            with lock:
-                recs.append({"i": i, "status": st, "finalize_s": lat, "reward": res.get("reward"),
-                             "code": (res.get("reason") or {}).get("code"),
-                             "seconds": res.get("seconds")})
-                if len(recs) % 16 == 0:
-                    print(f"{len(recs)} evaluations done", file=sys.stderr, flush=True)
+                    recs.append({"i": i, "error": f"{type(e).__name__}: {e}"})
+                return
 
-    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    def one(i: int) -> None:
+        st, r = call(url, "POST", "/v1/sessions", {"task": {"files": TASK}})
+        if st != 200:
+            with lock:
+                recs.append({"i": i, "error": f"session {st}: {r}"})
+            return
+        sid = r["session_id"]
+        call(url, "POST", f"/v1/sessions/{sid}/tools/write_file",
+             {"path": "kernels/kernel.cu", "content": variant(i)})
+        t = time.monotonic()
+        st, f = call(url, "POST", f"/v1/sessions/{sid}/finalize", {})
+        lat = time.monotonic() - t
+        call(url, "DELETE", f"/v1/sessions/{sid}")
+        res = f.get("result", {}) if isinstance(f, dict) else {}
+        with lock:
+            recs.append({"i": i, "status": st, "finalize_s": lat, "reward": res.get("reward"),
+                         "code": (res.get("reason") or {}).get("code"),
+                         "seconds": res.get("seconds")})
+            if len(recs) % 16 == 0:
+                print(f"{len(recs)} evaluations done", file=sys.stderr, flush=True)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(clients)]
     for th in threads:
         th.start()
-    for th in threads:
-        th.join()
-    return recs
+    try:
+        for th in threads:
+            while th.is_alive():
+                th.join(0.5)
+    except KeyboardInterrupt:  # SIGINT or SIGTERM: what finished so far is reported
+        with lock:
+            nxt[0] = first + n  # no client starts another
+            recs.append({"interrupted": True})
+    with lock:
+        return list(recs)
 
 
 def cpu_times() -> tuple[float, float]:
@@ -111,6 +127,8 @@ def cpu_times() -> tuple[float, float]:
 
 
 def summary(recs: list[dict[str, Any]], seconds: float, util: list[float]) -> dict[str, Any]:
+    interrupted = any(r.get("interrupted") for r in recs)
+    recs = [r for r in recs if not r.get("interrupted")]
     lat = sorted(r["finalize_s"] for r in recs if "finalize_s" in r)
     ok = [r for r in recs if r.get("code") == "ok"]
     held = [float((r.get("seconds") or {}).get("gpu_held", 0)) for r in recs]
@@ -120,6 +138,8 @@ def summary(recs: list[dict[str, Any]], seconds: float, util: list[float]) -> di
         for k, v in (r.get("seconds") or {}).items():
             steps[k] = steps.get(k, 0.0) + float(v) / max(len(recs), 1)
     return {"evaluations": len(recs), "ok": len(ok), "seconds": round(seconds, 1),
+            # stopped by a signal: the evaluations finished by then, in the time until then
+            "interrupted": interrupted,
             # one GPU finishes at most one evaluation per gpu_held, whatever --gpu-slots is
             "gpu_held_mean_s": round(statistics.mean(held), 3) if held else None,
             "gpu_bound_evals_per_min": round(60 / statistics.mean(held), 1) if held else None,
@@ -194,6 +214,11 @@ def main() -> None:
             smi.terminate()
             util = [float(x) for x in (smi.communicate()[0] or "").split() if x.isdigit()]
         report.update(summary(recs, el, util))
+        recs = [r for r in recs if not r.get("interrupted")]
+        if a.out:  # before the CLI's comparison, which a time limit may cut
+            a.out.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+        if report["interrupted"]:
+            raise KeyboardInterrupt
         # the host's CPUs during the load: whether they, not the GPU, bound it
         report["cpu_busy_pct"] = round(100 * (c1[0] - c0[0]) / max(c1[1] - c0[1], 1.0), 1)
         report["cpus"] = os.cpu_count()
@@ -211,8 +236,8 @@ def main() -> None:
         served = {r["i"]: r.get("reward") for r in recs}
         report["cli_vs_service_rewards"] = {str(i): [cli_rewards.get(i), served.get(i)]
                                             for i in (3, 17, 40)}
-        if a.out:
-            a.out.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    except KeyboardInterrupt:
+        report["interrupted"] = True
     finally:
         for pr in reversed(procs):
             pr.terminate()
@@ -225,6 +250,13 @@ def main() -> None:
     sys.exit(0 if report.get("ok") == report.get("evaluations") else 1)
 
 
+def on_term(signum: int, frame: Any) -> None:
+    # once: `timeout` signals the process group too, which must not cut the clean-up short
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 if __name__ == "__main__":
     os.environ.setdefault("CUDA_AGENT_LOG", "quiet")
+    signal.signal(signal.SIGTERM, on_term)  # `timeout` sends it: the summary still comes
     main()

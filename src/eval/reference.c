@@ -26,10 +26,12 @@ int step_bridge_ready(struct run *r)
  * session keeps it (eval_session.described). It is no secret: nothing of a candidate runs. */
 #define DESCRIBE_SEED 0x5eedULL
 
-/* The session's describe answer for this task, or NULL (borrowed). */
+/* The session's describe answer for this task, or NULL (borrowed). Keyed by the task's hash
+ * (model.py and task.json, as the baseline cache is): a service's sessions each copy their task
+ * into a directory of their own, and the answer does not depend on where the files are. */
 static json_t *described_get(struct run *r, char *key, size_t size)
 {
-	if (ca_format(key, size, "%s %s", r->task.hash, r->task.dir))
+	if (ca_format(key, size, "%s", r->task.hash))
 		return NULL;
 	return r->s->described ? json_object_get(r->s->described, key) : NULL;
 }
@@ -48,7 +50,7 @@ static void described_put(struct run *r, const char *key, json_t *res)
 
 int step_describe(struct run *r)
 {
-	char key[sizeof r->task.hash + sizeof r->task.dir + 2] = "";
+	char key[sizeof r->task.hash] = "";
 	json_t *res = described_get(r, key, sizeof key);
 	struct ca_diag d = {{0}};
 	double t0 = ca_now();

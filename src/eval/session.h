@@ -62,7 +62,7 @@ struct eval_session {
 	bool cache_open;
 	char python[256];
 	char device[16];
-	/* The bridge's describe answers by task ("<hash> <dir>"), at most EVAL_DESCRIBED_MAX: a
+	/* The bridge's describe answers by task hash, at most EVAL_DESCRIBED_MAX: a
 	 * task seen before is described without the bridge and without the GPU (describe runs the
 	 * reference with a fixed seed, so the answer depends on the task's files only). */
 	json_t *described;

@@ -92,8 +92,22 @@ static void hist(struct ca_buf *b, const char *name, const char *label, const ch
 		      h->sum, name, label, value, h->count);
 }
 
+/* One labelled family by GPU: which selects the field. */
+static void gpu_family(struct ca_buf *b, const char *name, const char *type, const char *help,
+		       const struct serve_gpu_load *gpus, size_t ngpus, int which)
+{
+	if (!ngpus)
+		return;
+	ca_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	for (size_t i = 0; i < ngpus; i++)
+		ca_buf_printf(b, "%s{gpu=\"%s\"} %llu\n", name, gpus[i].gpu,
+			      which == 0   ? (unsigned long long)gpus[i].workers
+			      : which == 1 ? (unsigned long long)gpus[i].running
+					   : gpus[i].jobs);
+}
+
 char *serve_metrics_render(struct serve_metrics *m, size_t queued, size_t running,
-			   size_t workers)
+			   size_t workers, const struct serve_gpu_load *gpus, size_t ngpus)
 {
 	struct ca_buf b = {0};
 	pthread_mutex_lock(&m->mu);
@@ -104,6 +118,14 @@ char *serve_metrics_render(struct serve_metrics *m, size_t queued, size_t runnin
 			  "# HELP cuda_agent_workers Evaluation worker processes.\n"
 			  "# TYPE cuda_agent_workers gauge\ncuda_agent_workers %zu\n",
 		      queued, running, workers);
+	gpu_family(&b, "cuda_agent_gpu_workers", "gauge", "Evaluation workers of each GPU.", gpus,
+		   ngpus, 0);
+	gpu_family(&b, "cuda_agent_gpu_jobs_running", "gauge",
+		   "Jobs running on each GPU's workers (one at a time on the GPU itself: they take "
+		   "turns).",
+		   gpus, ngpus, 1);
+	gpu_family(&b, "cuda_agent_gpu_jobs_total", "counter", "Jobs each GPU's workers answered.",
+		   gpus, ngpus, 2);
 	ca_buf_printf(&b, "# HELP cuda_agent_requests_total HTTP requests by endpoint and status "
 			  "class.\n# TYPE cuda_agent_requests_total counter\n");
 	for (int e = 0; e < EP_COUNT; e++)

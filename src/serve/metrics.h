@@ -37,6 +37,13 @@ struct serve_metrics {
 	unsigned long long worker_restarts, retries, rejected_full;
 };
 
+/* One GPU's workers at render time (serve_pool_gpus): its index as given to --gpus. */
+struct serve_gpu_load {
+	char gpu[16];
+	size_t workers, running;
+	unsigned long long jobs; /* answered by its workers so far */
+};
+
 void serve_metrics_init(struct serve_metrics *m);
 void serve_metrics_destroy(struct serve_metrics *m);
 void serve_metrics_request(struct serve_metrics *m, enum serve_endpoint ep, unsigned status,
@@ -44,7 +51,9 @@ void serve_metrics_request(struct serve_metrics *m, enum serve_endpoint ep, unsi
 /* A finished job: its reason code and the result's seconds by step, and its queue wait. */
 void serve_metrics_result(struct serve_metrics *m, const json_t *result, double queued_s);
 void serve_metrics_count(struct serve_metrics *m, unsigned long long *counter);
+/* gpus: the per-GPU gauges (none when ngpus is 0: workers without GPUs of their own, or a
+ * server whose jobs run on fleet nodes). */
 char *serve_metrics_render(struct serve_metrics *m, size_t queued, size_t running,
-			   size_t workers);
+			   size_t workers, const struct serve_gpu_load *gpus, size_t ngpus);
 
 #endif

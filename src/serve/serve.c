@@ -441,10 +441,13 @@ static enum MHD_Result route(struct serve *S, struct MHD_Connection *c, const ch
 		*ep = EP_METRICS;
 		if (!get)
 			return *status = 405, respond_error(c, 405, "method", "GET only", "GET");
+		struct serve_gpu_load gpus[SERVE_MAX_WORKERS];
+		size_t ngpus = serve_pool_gpus(&S->pool, gpus, SERVE_MAX_WORKERS);
 		job_queue_counts(&S->q, &queued, &running, &done);
 		*status = 200;
 		return respond(c, 200, "text/plain; version=0.0.4",
-			       serve_metrics_render(&S->m, queued, running, (size_t)S->pool.nslots),
+			       serve_metrics_render(&S->m, queued, running, (size_t)S->pool.nslots,
+						    gpus, ngpus),
 			       NULL);
 	}
 	if (strcmp(url, "/v1/openapi.json") == 0) {

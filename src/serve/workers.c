@@ -143,11 +143,14 @@ static void *slot_main(void *arg)
 	while ((j = job_queue_take(p->q))) {
 		double now = ca_now();
 		const char *dir = json_string_value(json_object_get(j->spec, "job_dir"));
-		json_t *res = now >= j->deadline
-				      ? serve_env_result("env.deadline",
-							 "the request's deadline passed before a "
-							 "worker took it")
-				      : run_job(s, j);
+		json_t *res;
+		atomic_store(&s->busy, true);
+		res = now >= j->deadline ? serve_env_result("env.deadline",
+							    "the request's deadline passed before a "
+							    "worker took it")
+					 : run_job(s, j);
+		atomic_store(&s->busy, false);
+		atomic_fetch_add(&s->jobs, 1);
 		serve_metrics_result(p->m, res, now - j->submitted);
 		if (dir)
 			ca_remove_tree(dir, NULL);
@@ -237,6 +240,30 @@ int serve_pool_start_auto(struct serve_pool *p, struct job_queue *q, struct serv
 	return serve_pool_start(p, q, m, workers > 0 ? workers : 2,
 				gpus ? gpus : workers <= 0 && ngpu ? auto_gpus : NULL, per_gpu, python,
 				device, log_dir, d);
+}
+
+size_t serve_pool_gpus(struct serve_pool *p, struct serve_gpu_load *out, size_t max)
+{
+	size_t n = 0;
+	for (int i = 0; i < p->nslots; i++) {
+		struct serve_slot *s = &p->slots[i];
+		size_t k = 0;
+		if (!s->gpu[0])
+			continue;
+		while (k < n && strcmp(out[k].gpu, s->gpu) != 0)
+			k++;
+		if (k == n) {
+			if (n == max)
+				continue;
+			memset(&out[n], 0, sizeof out[n]);
+			ca_strlcpy(out[n].gpu, s->gpu, sizeof out[n].gpu);
+			n++;
+		}
+		out[k].workers++;
+		out[k].running += atomic_load(&s->busy) ? 1u : 0u;
+		out[k].jobs += atomic_load(&s->jobs);
+	}
+	return n;
 }
 
 void serve_pool_stop(struct serve_pool *p)

@@ -17,6 +17,7 @@
 #define CA_SERVE_WORKERS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "serve/metrics.h"
@@ -35,6 +36,8 @@ struct serve_slot {
 	char gpu[16]; /* "" when the slot has no GPU of its own */
 	struct ca_child child;
 	bool running; /* the child is started */
+	atomic_bool busy;             /* running a job now (read by /metrics) */
+	atomic_ullong jobs;           /* jobs answered */
 	pthread_t thread;
 	bool thread_started;
 };
@@ -64,6 +67,9 @@ int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_met
 int serve_pool_start_auto(struct serve_pool *p, struct job_queue *q, struct serve_metrics *m,
 			  int workers, const char *gpus, int per_gpu, const char *python,
 			  const char *device, const char *log_dir, struct ca_diag *d);
+/* The per-GPU load of the pool's slots (those with a GPU of their own), at most max GPUs, in the
+ * order the GPUs were given: the number filled. */
+size_t serve_pool_gpus(struct serve_pool *p, struct serve_gpu_load *out, size_t max);
 /* After job_queue_close: waits for the slots to finish their jobs and ends the children. */
 void serve_pool_stop(struct serve_pool *p);
 /* A result for a job that never got a worker's answer (reward null, reason code). */

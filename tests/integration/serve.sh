@@ -53,6 +53,25 @@ run "examples/serve_client.py" 0 "$py" examples/serve_client.py "http://127.0.0.
   tests/data/candidates/tiny_task tests/data/candidates/good
 grep_out "the example prints the reward and the reason" "^reward None: env.no_gpu: "
 
+# Eight GPUs (issue 19's scheduler without them: a server told it has GPUs 0..7 runs on the CPU,
+# each worker with its CUDA_VISIBLE_DEVICES and its GPU's host-wide lock file).
+mainport="$port" mainspid="$spid"
+CUDA_AGENT_CACHE="$tmp/cache8" start gpus8 --gpus 0,1,2,3,4,5,6,7 --max-queue 64
+CUDA_AGENT_SERVE_URL="http://127.0.0.1:$port" "$py" tests/integration/serve_client.py gpus8 >"$tmp/gpus8.out" 2>&1
+cat "$tmp/gpus8.out"
+passed=$((passed + $(grep -c '^ok ' "$tmp/gpus8.out")))
+failed=$((failed + $(grep -c '^FAIL ' "$tmp/gpus8.out")))
+# each worker process: its GPU, and that GPU's lock file in the host-wide directory
+pairs=$(for c in /proc/[0-9]*; do
+  [ "$(sed 's/.*) [A-Za-z] \([0-9]*\) .*/\1/' "$c/stat" 2>/dev/null)" = "$spid" ] || continue
+  e=$(tr '\0' '\n' < "$c/environ" 2>/dev/null)
+  echo "$(echo "$e" | sed -n 's/^CUDA_VISIBLE_DEVICES=//p') $(echo "$e" | sed -n 's/^CUDA_AGENT_GPU_LOCK=//p')"
+done | sort -u)
+want=$(for g in 0 1 2 3 4 5 6 7; do echo "$g $tmp/cache8/gpu-locks/gpu-$g.lock"; done | sort -u)
+[ "$pairs" = "$want" ] && ok "gpus8: each worker sees its own GPU and takes turns through its lock file" || bad "gpus8: workers' GPU and lock: $pairs"
+kill -TERM "$spid"; wait "$spid" 2>/dev/null
+port="$mainport" spid="$mainspid"
+
 # A worker killed mid-job: the job is retried on a fresh worker, answered once.
 "$py" tests/integration/serve_client.py kill "http://127.0.0.1:$port" "$spid" >"$tmp/kill.out" 2>&1
 cat "$tmp/kill.out"

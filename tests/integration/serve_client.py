@@ -1,7 +1,7 @@
 """Test client of tests/integration/serve.sh: drives a running `cuda-agent serve` over HTTP
 (stdlib only) and prints one `ok NAME` or `FAIL NAME: why` line per check.
 
-Usage: serve_client.py main|full|token|sessions|ws|load|limits|restart-after
+Usage: serve_client.py main|full|token|sessions|ws|load|limits|restart-after|gpus8
                                               (the server's URL in $CUDA_AGENT_SERVE_URL)
        serve_client.py kill|drain|restart-before URL SERVER_PID
 """
@@ -365,6 +365,32 @@ def load_checks() -> None:
     check("every session closed", closed == 256, closed)
 
 
+def gpus8_checks() -> None:
+    """A server told it has GPUs 0..7 (`--gpus 0,...,7`, on the CPU: each worker gets its
+    CUDA_VISIBLE_DEVICES and its GPU's lock file): 24 compile jobs at once, each answered once,
+    spread over every GPU; the per-GPU metrics add up."""
+    status, _, text = call("GET", "/v1/health")
+    check("gpus8: 8 workers, one per GPU", status == 200 and json.loads(text)["workers"] == 8,
+          text)
+    reqs = [native({"files": TINY}, {k: v + f"// job {i}\n" for k, v in GOOD.items()},
+                   mode="compile") for i in range(24)]
+    with ThreadPoolExecutor(24) as ex:
+        answers = list(ex.map(evaluate, reqs))
+    good = [r for s, r in answers if s == 200 and r["reason"]["code"] == "ok"]
+    check("gpus8: 24 compile jobs at once, each answered ok", len(good) == 24,
+          [(s, str(r)[:200]) for s, r in answers if s != 200][:2])
+    m = call("GET", "/metrics")[2].decode()
+    per_gpu = {g: int(n) for g, n in re.findall(r'cuda_agent_gpu_jobs_total\{gpu="(\d+)"\} (\d+)', m)}
+    workers = {g: int(n) for g, n in re.findall(r'cuda_agent_gpu_workers\{gpu="(\d+)"\} (\d+)', m)}
+    running = re.findall(r'cuda_agent_gpu_jobs_running\{gpu="(\d+)"\} (\d+)', m)
+    check(f"gpus8: every GPU's workers took jobs ({sorted(per_gpu.items())})",
+          sorted(per_gpu) == [str(g) for g in range(8)] and all(n > 0 for n in per_gpu.values())
+          and sum(per_gpu.values()) == 24, m[-800:])
+    check("gpus8: one worker per GPU, none running once all are answered",
+          workers == {str(g): 1 for g in range(8)} and len(running) == 8
+          and all(n == "0" for _, n in running), (workers, running))
+
+
 def restart_before(server_pid: int) -> None:
     """Three keyed jobs (one running, two queued), then the server is killed with SIGKILL."""
     def one(i: int) -> None:
@@ -505,5 +531,5 @@ if __name__ == "__main__":
     else:
         {"main": main_checks, "full": full_checks, "token": token_checks,
          "sessions": session_checks, "ws": ws_checks, "load": load_checks,
-         "limits": limits_checks,
+         "limits": limits_checks, "gpus8": gpus8_checks,
          "restart-after": restart_after}[mode]()

@@ -20,11 +20,13 @@ PY
 run "synth compose -n 6" 0 "$cli" synth compose --dir "$d" -n 6 --seed 11
 run "synth filter, with torch.compile" 0 "$cli" synth filter --dir "$d" --jobs 2 \
   --kernelbench tests/data/kernelbench_mini/KernelBench
+grep_out "filter says where its time went" "task-seconds by stage: checks"
 "$py" - "$d/verdicts.jsonl" <<'PY' && ok "every verdict names its stage, and torch.compile ran" || bad "verdicts: $(head -c 400 "$d/verdicts.jsonl")"
 import json, sys
 vs = [json.loads(l) for l in open(sys.argv[1])]
 assert len(vs) == 6 and all("kept" in v and (v["kept"] == (v["stage"] is None)) for v in vs)
 assert any(v["kept"] for v in vs) and all(v.get("compiled") for v in vs if v["kept"])
+assert all(v["seconds"]["checks"] >= 0 and "compile" in v["seconds"] for v in vs if v["kept"])
 sys.exit(0)
 PY
 run "synth export" 0 "$cli" synth export --dir "$d"

@@ -414,7 +414,18 @@ static void test_metrics_text(void **state)
 	serve_metrics_request(&m, EP_EVALUATE, 429, 0.001);
 	serve_metrics_result(&m, res, 0.7);
 	serve_metrics_count(&m, &m.retries);
-	text = serve_metrics_render(&m, 3, 1, 2);
+	text = serve_metrics_render(&m, 3, 1, 2, NULL, 0);
+	assert_null(strstr(text, "cuda_agent_gpu_")); /* no GPU of their own: no per-GPU family */
+	free(text);
+	{
+		const struct serve_gpu_load gpus[2] = {{"0", 2, 1, 7}, {"3", 2, 0, 5}};
+		text = serve_metrics_render(&m, 3, 1, 4, gpus, 2);
+	}
+	assert_non_null(strstr(text, "cuda_agent_gpu_workers{gpu=\"3\"} 2\n"));
+	assert_non_null(strstr(text, "cuda_agent_gpu_jobs_running{gpu=\"0\"} 1\n"));
+	assert_non_null(strstr(text, "cuda_agent_gpu_jobs_running{gpu=\"3\"} 0\n"));
+	assert_non_null(strstr(text, "cuda_agent_gpu_jobs_total{gpu=\"0\"} 7\n"));
+	assert_non_null(strstr(text, "# TYPE cuda_agent_gpu_jobs_total counter\n"));
 	assert_non_null(strstr(text, "cuda_agent_queue_depth 3\n"));
 	assert_non_null(strstr(text, "cuda_agent_jobs_running 1\n"));
 	assert_non_null(strstr(text, "cuda_agent_requests_total{endpoint=\"evaluate\",code=\"2xx\"} 1\n"));

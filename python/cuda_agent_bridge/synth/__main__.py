@@ -167,10 +167,13 @@ def step_filter(d: Path, kernelbench: Path | None, do_compile: bool, jobs: int) 
     todo = tasks[len(done):]
     prog = Progress("filter", len(tasks), len(done))
     rows: list[Json] = []
+    wall0 = time.monotonic()
     for t, v in zip(todo, filters.run_parallel(todo, do_compile, jobs,
                                                lambda k: prog(len(done) + k)), strict=True):
         if v["stage"] is None:
+            t0 = time.perf_counter()
             failed = deco.check(t)
+            v.setdefault("seconds", {})["decontamination"] = round(time.perf_counter() - t0, 3)
             if failed:
                 v["stage"], v["why"], info = failed
                 v.update(info)
@@ -185,7 +188,29 @@ def step_filter(d: Path, kernelbench: Path | None, do_compile: bool, jobs: int) 
     shown = Path(os.environ.get("CUDA_AGENT_SYNTH_DIR", str(d))) / path.name  # not the staging
     print(f"filter: {kept} of {len(verdicts)} kept -> {shown}"
           + ("" if kernelbench else " (no --kernelbench: not decontaminated)"))
+    if todo:
+        print(time_report(read_jsonl(path)[len(done):], time.monotonic() - wall0, jobs))
     return 0
+
+
+def time_report(verdicts: list[Json], wall_s: float, jobs: int) -> str:
+    """Where this run's time went: the seconds its tasks spent in each stage (summed over the
+    tasks), and the rate each part allows (the checks and torch.compile in `jobs` processes;
+    the GPU timing and the decontamination one task at a time)."""
+    total: dict[str, float] = {}
+    for v in verdicts:
+        for k, x in (v.get("seconds") or {}).items():
+            total[k] = total.get(k, 0.0) + float(x)
+    parallel = total.get("checks", 0.0) + total.get("compile", 0.0)
+    bounds = {"CPU checks and torch.compile": parallel / max(jobs, 1),
+              "GPU timing": total.get("timing", 0.0),
+              "decontamination": total.get("decontamination", 0.0)}
+    worst = max(bounds, key=lambda k: bounds[k])
+    parts = ", ".join(f"{k} {x:.1f} s" for k, x in sorted(total.items()))
+    rate = len(verdicts) / max(wall_s, 1e-9)
+    return (f"filter: {len(verdicts)} tasks in {wall_s:.1f} s ({rate:.2f}/s); task-seconds "
+            f"by stage: {parts or 'none'}; the largest share: {worst} "
+            f"({bounds[worst]:.1f} s of the wall time at {jobs} process(es))")
 
 
 def step_kb_corpus(d: Path, kernelbench: Path | None) -> int:

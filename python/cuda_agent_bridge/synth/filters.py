@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -168,10 +169,15 @@ def cpu_verdict(task: Json, do_compile: bool) -> Json:
     """Stages 1-5 of one task, on the CPU (the parallel part): {id, stage, why[, compiled]}."""
     torch.set_num_threads(1)
     out: Json = {"id": task["id"], "stage": None, "why": ""}
+    t0 = time.perf_counter()
     failed = check_eager(task)
+    secs = {"checks": round(time.perf_counter() - t0, 3)}
     if failed is None and do_compile:
+        t0 = time.perf_counter()
         failed = check_compile(task)
+        secs["compile"] = round(time.perf_counter() - t0, 3)
         out["compiled"] = failed is None
+    out["seconds"] = secs  # where a run's time goes (step_filter sums them)
     if failed is None and task.get("estimated_ms") is None:
         try:
             task["estimated_ms"] = out["estimated_ms"] = round(estimate_ms(task), 3)
@@ -189,8 +195,10 @@ def timed_verdict(task: Json, out: Json) -> Json:
         return out
     if task.get("estimated_ms") is None and out.get("estimated_ms") is not None:
         task = dict(task, estimated_ms=out["estimated_ms"])  # an LLM task's, from stage 1-5
+    t0 = time.perf_counter()
     try:
         ms, measured = runtime_ms(task)
+        out.setdefault("seconds", {})["timing"] = round(time.perf_counter() - t0, 3)
     except Exception as exc:  # noqa: BLE001 - out of memory at the task's size, say
         out["stage"], out["why"] = "runtime", f"{type(exc).__name__}: {str(exc)[:200]}"
         out["gpu_fault"] = True  # a CUDA error can be sticky: the process's context is lost
