@@ -71,7 +71,8 @@ more="$tmp/more" more_cands="$tmp/more-cands" out2="$tmp/out2"
 mkdir -p "$more" "$more_cands"
 for i in $(seq 1 24); do
   cp -r "$data/tiny_task" "$more/t$i"; cp -r "$data/good" "$more_cands/t$i"
-  printf '\n\nimport time\n_get_inputs = get_inputs\n\n\ndef get_inputs():\n    time.sleep(0.25)\n    return _get_inputs()\n' >>"$more/t$i/model.py"
+  # each its own model.py (a describe is kept per task hash), each slow to describe
+  printf '\n\nimport time\n_get_inputs = get_inputs\n\n\ndef get_inputs():\n    time.sleep(0.25)\n    return _get_inputs()\n# task %s\n' "$i" >>"$more/t$i/model.py"
 done
 "$cli" bench --device cpu --jobs 1 --out "$out2" "$more" "$more_cands" >"$tmp/int.out" 2>"$tmp/int.err" &
 pid=$!
