@@ -17,7 +17,9 @@ Usage: python3 bench/service_load.py [--build build] [--gpu-slots 3] [--clients 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
+import math
 import os
 import shutil
 import signal
@@ -42,6 +44,20 @@ KERNEL = (ADV / "honest/block_smem_rowsum/kernels/rowsum_block.cu").read_text()
 
 def variant(i: int) -> str:
     return KERNEL + f"\n// variant {i}\n"
+
+
+def timing_brief(res: dict[str, Any]) -> dict[str, Any]:
+    """What decided how long an evaluation held the GPU: the candidate's stopping rule and
+    whether a speed-up near a threshold was re-timed."""
+    t = res.get("timing") or {}
+    c = t.get("candidate") or {}
+    dec = {k: {"speedup": v.get("speedup"), "retimed": v.get("retimed"),
+               "rounds": (v.get("interleaved") or {}).get("rounds")}
+           for k, v in (t.get("decision") or {}).items() if isinstance(v, dict)}
+    return {"stop_reason": c.get("stop_reason"), "samples": c.get("samples"), "rse": c.get("rse"),
+            "bound": c.get("bound"), "probes_slow": c.get("probes_slow"),
+            "loop_seconds": c.get("loop_seconds"), "decision": dec,
+            "pinned_cpu": (res.get("env") or {}).get("pinned_cpu")}
 
 
 def call(url: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -99,7 +115,7 @@ def load(url: str, clients: int, n: int, first: int,
         with lock:
             recs.append({"i": i, "status": st, "finalize_s": lat, "reward": res.get("reward"),
                          "code": (res.get("reason") or {}).get("code"),
-                         "seconds": res.get("seconds")})
+                         "seconds": res.get("seconds"), "timing": timing_brief(res)})
             if len(recs) % 16 == 0:
                 print(f"{len(recs)} evaluations done", file=sys.stderr, flush=True)
 
@@ -146,9 +162,14 @@ def summary(recs: list[dict[str, Any]], seconds: float, util: list[float]) -> di
             "mean_seconds_by_step": {k: round(v, 3) for k, v in sorted(steps.items())},
             "evals_per_min": round(len(recs) / seconds * 60, 1),
             "finalize_p50_s": round(statistics.median(lat), 2) if lat else None,
-            "finalize_p99_s": round(lat[int(0.99 * (len(lat) - 1))], 2) if lat else None,
+            "finalize_p99_s": round(lat[math.ceil(0.99 * len(lat)) - 1], 2) if lat else None,
             "gpu_busy_pct": round(statistics.mean(util), 1) if util else None,
             "codes": sorted({str(r.get("code")) for r in recs}),
+            # what kept an evaluation on the GPU: the stopping rule, and re-timing near a threshold
+            "stop_reasons": dict(collections.Counter(
+                str((r.get("timing") or {}).get("stop_reason")) for r in recs)),
+            "retimed": sum(1 for r in recs if any(
+                d.get("retimed") for d in ((r.get("timing") or {}).get("decision") or {}).values())),
             "rewards": {str(k): sum(1 for r in recs if r.get("reward") == k)
                         for k in (-1, 1, 2, 3, None)}}
 

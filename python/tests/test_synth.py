@@ -220,3 +220,18 @@ def test_a_task_that_fails_on_another_draw_fails_runs() -> None:
         "    return [torch.randn(batch_size, 32)]")
     v = filters.verdict(t, False)
     assert v["stage"] == "runs" and "another input draw" in v["why"], v
+
+
+def test_median_call_ms_stops_early_far_above_the_range() -> None:
+    """A task far slower than the range is timed twice, not eight times; others get 3 warm-up
+    calls and the median of 5."""
+    slow = iter([900.0, 850.0] + [1.0] * 10)
+    calls = []
+
+    def slow_call() -> float:
+        calls.append(1)
+        return next(slow)
+
+    assert filters.median_call_ms(slow_call) == 850.0 and len(calls) == 2
+    times = iter([50.0, 9.0, 8.0, 5.0, 7.0, 6.0, 100.0, 4.0])
+    assert filters.median_call_ms(lambda: next(times)) == 6.0

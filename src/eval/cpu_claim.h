@@ -35,13 +35,39 @@ struct cpu_claim {
 	bool saved_valid;
 };
 
+/* Timing CPUs (docs/service.md, "Timing CPUs"). A service runs many evaluations at once: their
+ * builds (nvcc), process starts and bridges run while one of them is timed, and on the timed
+ * processes' CPU they preempt them (host windows tens of microseconds noisier, so the outside
+ * bound needs hundreds more calls to settle: H200, 2026-12-02). A pool that evaluates on GPUs
+ * reserves timing CPUs: claims are taken from them first, and the pool's own threads and
+ * children (every build, bridge and process start) run on the other CPUs. The reserved list
+ * reaches the pool's workers through this variable; an operator may set it instead. */
+#define CPU_CLAIM_TIMING_ENV "CUDA_AGENT_TIMING_CPUS"
+#define CPU_LIST_MAX 1024 /* characters of a formatted CPU list */
+
+/* A Linux CPU list ("0-3,8,10-11"): 0, or -1 when s is empty, malformed or names a CPU past
+ * CPU_SETSIZE. */
+int cpu_list_parse(const char *s, cpu_set_t *set);
+/* The list of set's CPUs into buf (cap bytes): 0, or -1 when it does not fit. */
+int cpu_list_format(const cpu_set_t *set, char *buf, size_t cap);
+/* Timing CPUs for n evaluations, from the CPUs in allowed: the n highest (at most a quarter of
+ * allowed), each with its hyperthread siblings (sysfs_root/cpuN/topology/thread_siblings_list;
+ * sysfs_root NULL: /sys/devices/system/cpu) kept out of *rest as well while that leaves half
+ * of allowed. 0 with *timing and *rest (allowed less the timing CPUs and their siblings), or -1
+ * when allowed is too small for even one (fewer than 4 CPUs). */
+int cpu_claim_reserve(const cpu_set_t *allowed, int n, const char *sysfs_root, cpu_set_t *timing,
+		      cpu_set_t *rest);
+/* The timing CPUs of $CUDA_AGENT_TIMING_CPUS: 0, or -1 when unset or not a CPU list. */
+int cpu_claim_timing_cpus(cpu_set_t *timing);
+
 /* CUDA_AGENT_PIN_PROCESSES: unset, auto: pin when there is a reference process (a GPU) and at
  * least CPU_CLAIM_MIN_CPUS CPUs; 1: pin whenever there are two CPUs (tests on CPU hosts); 0:
  * never (a diagnostic: the bias measured both ways is in docs/security.md). */
 enum cpu_pin cpu_claim_wanted(void);
 /* Claims a CPU among those this thread may use (at least min_cpus of them), highest first, with
- * lock files in lock_dir (created 0700 when missing). 0 with c->cpu >= 0; -1 with c->cpu == -1
- * when nothing was claimed (too few CPUs, no affinity). Nothing is pinned yet. */
+ * lock files in lock_dir (created 0700 when missing): a free timing CPU ($CUDA_AGENT_TIMING_CPUS)
+ * first, then the thread's own. 0 with c->cpu >= 0; -1 with c->cpu == -1 when nothing was
+ * claimed (too few CPUs, no affinity). Nothing is pinned yet. */
 int cpu_claim_take(struct cpu_claim *c, const char *lock_dir, int min_cpus);
 /* The same from a given set of CPUs (tests). */
 int cpu_claim_take_from(struct cpu_claim *c, const cpu_set_t *cpus, const char *lock_dir,

@@ -8,16 +8,11 @@
 
 double sample_median_se(const double *x, size_t n, double *scratch)
 {
-	double med;
 	if (n < 2)
 		return 0.0;
 	memcpy(scratch, x, n * sizeof *scratch);
 	stats_sort(scratch, n);
-	med = stats_median_sorted(scratch, n);
-	for (size_t i = 0; i < n; i++)
-		scratch[i] = fabs(x[i] - med);
-	stats_sort(scratch, n);
-	return 1.2533 * 1.4826 * stats_median_sorted(scratch, n) / sqrt((double)n);
+	return STATS_MEDIAN_SE_FACTOR * stats_sigma_sorted(scratch, n) / sqrt((double)n);
 }
 
 int sample_decide(const double *claims_ms, const double *outside_ms, size_t n, double tol_abs_ms,

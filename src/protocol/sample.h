@@ -67,8 +67,8 @@ struct sample_verdict {
 int sample_decide(const double *claims_ms, const double *outside_ms, size_t n, double tol_abs_ms,
 		  double tol_rel, double offset_se_ms, enum sample_mode mode, bool trusted,
 		  struct sample_verdict *v, struct ca_diag *d);
-/* The standard error of the median of x[0..n) (1.2533 * 1.4826 * MAD / sqrt(n)); scratch holds
- * n doubles. 0 for n < 2. */
+/* The standard error of the median of x[0..n) (1.2533 * stats_sigma_sorted / sqrt(n): 1.4826 *
+ * MAD in the robust sigma); scratch holds n doubles. 0 for n < 2. */
 double sample_median_se(const double *x, size_t n, double *scratch);
 
 #endif

@@ -58,11 +58,51 @@ double stats_stdev(const double *x, size_t n)
 	return sqrt(m2 / (double)(n - 1));
 }
 
-double stats_rse_median(double stdev, size_t n, double median)
+/* The k-th smallest (from 0) of |x - m| over an ascending array, merging the two sides of m
+ * outward from it: O(k). */
+static double deviation_kth(const double *s, size_t n, double m, size_t k)
 {
-	if (n < 2 || !(median > 0.0) || isnan(stdev))
+	size_t lo = 0, hi = n, left, right;
+	double dev = 0.0;
+	while (lo < hi) { /* the first element above m */
+		size_t mid = lo + (hi - lo) / 2;
+		if (s[mid] <= m)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	left = lo;
+	right = lo;
+	for (size_t c = 0; c <= k; c++) {
+		if (left > 0 && (right >= n || m - s[left - 1] <= s[right] - m))
+			dev = m - s[--left];
+		else
+			dev = s[right++] - m;
+	}
+	return dev;
+}
+
+double stats_sigma_sorted(const double *sorted, size_t n)
+{
+	double m, mad, sum = 0.0;
+	if (n < 2)
+		return 0.0;
+	m = stats_median_sorted(sorted, n);
+	mad = n % 2 ? deviation_kth(sorted, n, m, n / 2)
+		    : 0.5 * (deviation_kth(sorted, n, m, n / 2 - 1) +
+			     deviation_kth(sorted, n, m, n / 2));
+	if (mad > 0.0)
+		return STATS_MAD_SIGMA * mad;
+	for (size_t i = 0; i < n; i++)
+		sum += fabs(sorted[i] - m);
+	return STATS_MEDIAN_SE_FACTOR * sum / (double)n;
+}
+
+double stats_rse_median(double sigma, size_t n, double median)
+{
+	if (n < 2 || !(median > 0.0) || isnan(sigma))
 		return INFINITY;
-	return STATS_MEDIAN_SE_FACTOR * stdev / sqrt((double)n) / median;
+	return STATS_MEDIAN_SE_FACTOR * sigma / sqrt((double)n) / median;
 }
 
 int stats_summarize(const double *x, size_t n, struct stats_summary *out, struct ca_diag *d)
@@ -87,7 +127,7 @@ int stats_summarize(const double *x, size_t n, struct stats_summary *out, struct
 	out->median = stats_median_sorted(copy, n);
 	out->mean = sum / (double)n;
 	out->stdev = stats_stdev(x, n);
-	out->rse = stats_rse_median(out->stdev, n, out->median);
+	out->rse = stats_rse_median(stats_sigma_sorted(copy, n), n, out->median);
 	out->min = copy[0];
 	out->max = copy[n - 1];
 	free(copy);
@@ -147,7 +187,7 @@ double stats_running_stdev(const struct stats_running *r)
 
 double stats_running_rse(const struct stats_running *r)
 {
-	return stats_rse_median(stats_running_stdev(r), r->n, stats_running_median(r));
+	return stats_rse_median(stats_sigma_sorted(r->sorted, r->n), r->n, stats_running_median(r));
 }
 
 void stats_running_free(struct stats_running *r)

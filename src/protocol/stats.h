@@ -19,6 +19,9 @@
 
 /* sqrt(pi / 2): the standard error of the median of normal samples relative to the mean's. */
 #define STATS_MEDIAN_SE_FACTOR 1.2533
+/* 1 / Phi^-1(3/4): the standard deviation of normal samples relative to their median absolute
+ * deviation. */
+#define STATS_MAD_SIGMA 1.4826
 
 /* ---- descriptive statistics ----------------------------------------------------------------- */
 
@@ -30,9 +33,15 @@ double stats_median_sorted(const double *sorted, size_t n);
 double stats_quantile_sorted(const double *sorted, size_t n, double q);
 /* Sample standard deviation (n - 1 in the denominator); 0 when n < 2. */
 double stats_stdev(const double *x, size_t n);
-/* Relative standard error of the median: 1.2533 * stdev / sqrt(n) / median; INFINITY when
- * undefined (n < 2, or median <= 0), as the bridge computes it (python/cuda_agent_bridge). */
-double stats_rse_median(double stdev, size_t n, double median);
+/* A robust standard deviation of an ascending array: 1.4826 * its median absolute deviation
+ * from the median, or, when more than half the samples are equal (MAD 0: times quantized by the
+ * event clock), 1.2533 * their mean absolute deviation from the median. Both estimate sigma for
+ * normal samples; unlike the sample standard deviation, neither is driven by a few outliers
+ * (docs/protocol.md, "Stopping"). 0 when n < 2. */
+double stats_sigma_sorted(const double *sorted, size_t n);
+/* Relative standard error of the median: 1.2533 * sigma / sqrt(n) / median, with sigma
+ * stats_sigma_sorted's; INFINITY when undefined (n < 2, or median <= 0). */
+double stats_rse_median(double sigma, size_t n, double median);
 
 struct stats_summary {
 	size_t n;
@@ -43,8 +52,8 @@ struct stats_summary {
  * fields with rse INFINITY. Returns 0 or CA_ERR_NOMEM. */
 int stats_summarize(const double *x, size_t n, struct stats_summary *out, struct ca_diag *d);
 
-/* Samples kept sorted as they arrive (O(n) insertion, O(1) median) with Welford's running mean
- * and variance, so the stopping rule costs almost nothing per timed call. Capacity is fixed at
+/* Samples kept sorted as they arrive (O(n) insertion, O(1) median, O(n) robust sigma) with
+ * Welford's running mean and variance, so the stopping rule costs microseconds per timed call. Capacity is fixed at
  * init; adding past it is CA_ERR_LIMIT. */
 struct stats_running {
 	double *sorted;
@@ -61,7 +70,7 @@ void stats_running_free(struct stats_running *r);
 
 /* ---- the protocol object ---------------------------------------------------------------------- */
 
-#define TIMING_PROTOCOL_VERSION 4
+#define TIMING_PROTOCOL_VERSION 5 /* 5: the median's standard error from robust sigma */
 #define TIMING_MAX_SAMPLES 100000
 #define TIMING_MAX_CHECKS 1000
 #define TIMING_MAX_WARMUP_CALLS 100000

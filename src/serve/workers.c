@@ -26,9 +26,9 @@ json_t *serve_env_result(const char *code, const char *message)
 static int slot_spawn(struct serve_slot *s, struct ca_diag *d)
 {
 	struct serve_pool *p = s->pool;
-	char log[4200], gpu_env[48], lock_env[4240];
+	char log[4200], gpu_env[48], lock_env[4240], cpus_env[CPU_LIST_MAX + 32];
 	const char *argv[8];
-	const char *env[3] = {NULL, NULL, NULL};
+	const char *env[4] = {NULL, NULL, NULL, NULL};
 	struct ca_run_opts ro = {0};
 	int n = 0;
 
@@ -50,6 +50,10 @@ static int slot_spawn(struct serve_slot *s, struct ca_diag *d)
 		snprintf(lock_env, sizeof lock_env, "CUDA_AGENT_GPU_LOCK=%s/gpu-%s.lock", p->lock_dir,
 			 s->gpu);
 		env[1] = lock_env;
+	}
+	if (s->gpu[0] && p->timing_cpus[0]) {
+		snprintf(cpus_env, sizeof cpus_env, "%s=%s", CPU_CLAIM_TIMING_ENV, p->timing_cpus);
+		env[2] = cpus_env;
 	}
 	snprintf(log, sizeof log, "%s/worker-%d.log", p->log_dir, s->index);
 	if (ca_child_spawn(&s->child, argv, &ro, log, d))
@@ -161,6 +165,31 @@ static void *slot_main(void *arg)
 	return NULL;
 }
 
+/* Timing CPUs (eval/cpu_claim.h): one per slot, from this thread's CPUs, unless the operator
+ * named them ($CUDA_AGENT_TIMING_CPUS) or turned pinning off. This thread, and so the slots'
+ * threads and children started after it and every build and bridge they start, runs on the
+ * others; the children get the list and claim from it. */
+static void reserve_timing_cpus(struct serve_pool *p)
+{
+	cpu_set_t allowed, timing, rest;
+	if (cpu_claim_wanted() == CPU_PIN_OFF || sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+		return;
+	if (cpu_claim_timing_cpus(&timing) == 0) {
+		CPU_XOR(&rest, &allowed, &timing);
+		CPU_AND(&rest, &rest, &allowed);
+	} else if (cpu_claim_reserve(&allowed, p->nslots, NULL, &timing, &rest) != 0) {
+		return;
+	}
+	if (CPU_COUNT(&rest) == 0 || cpu_list_format(&timing, p->timing_cpus,
+						     sizeof p->timing_cpus) != 0) {
+		p->timing_cpus[0] = '\0';
+		return;
+	}
+	(void)sched_setaffinity(0, sizeof rest, &rest);
+	ca_log_info("timing CPUs %s (the timed processes'); builds and bridges run on the others",
+		    p->timing_cpus);
+}
+
 int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_metrics *m, int n,
 		     const char *gpus, int per_gpu, const char *python, const char *device,
 		     const char *log_dir, struct ca_diag *d)
@@ -207,6 +236,8 @@ int serve_pool_start(struct serve_pool *p, struct job_queue *q, struct serve_met
 				       SERVE_MAX_WORKERS);
 		p->nslots = n;
 	}
+	if (gpus && gpus[0])
+		reserve_timing_cpus(p);
 	for (int i = 0; i < p->nslots; i++) {
 		struct serve_slot *s = &p->slots[i];
 		s->pool = p;

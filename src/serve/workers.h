@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "eval/cpu_claim.h"
 #include "serve/metrics.h"
 #include "serve/queue.h"
 #include "util/proc.h"
@@ -50,6 +51,7 @@ struct serve_pool {
 	char device[16];    /* the bridge's device */
 	char log_dir[4096]; /* the children's stderr files */
 	char lock_dir[4096]; /* the GPUs' lock files: <cache>/gpu-locks, shared by the host */
+	char timing_cpus[CPU_LIST_MAX]; /* the reserved timing CPUs (eval/cpu_claim.h), or "" */
 	struct serve_slot slots[SERVE_MAX_WORKERS];
 	int nslots;
 };

@@ -56,7 +56,11 @@ grep_out "the example prints the reward and the reason" "^reward None: env.no_gp
 # Eight GPUs (issue 19's scheduler without them: a server told it has GPUs 0..7 runs on the CPU,
 # each worker with its CUDA_VISIBLE_DEVICES and its GPU's host-wide lock file).
 mainport="$port" mainspid="$spid"
-CUDA_AGENT_CACHE="$tmp/cache8" start gpus8 --gpus 0,1,2,3,4,5,6,7 --max-queue 64
+# The timing CPU named (a 2-CPU CI machine is too small for the pool to reserve one itself):
+# the workers, and so every build and bridge, run on the others; the workers claim it.
+allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+top=$("$py" -c 'import os; print(max(os.sched_getaffinity(0)))')
+CUDA_AGENT_TIMING_CPUS="$top" CUDA_AGENT_CACHE="$tmp/cache8" start gpus8 --gpus 0,1,2,3,4,5,6,7 --max-queue 64
 CUDA_AGENT_SERVE_URL="http://127.0.0.1:$port" "$py" tests/integration/serve_client.py gpus8 >"$tmp/gpus8.out" 2>&1
 cat "$tmp/gpus8.out"
 passed=$((passed + $(grep -c '^ok ' "$tmp/gpus8.out")))
@@ -69,6 +73,17 @@ pairs=$(for c in /proc/[0-9]*; do
 done | sort -u)
 want=$(for g in 0 1 2 3 4 5 6 7; do echo "$g $tmp/cache8/gpu-locks/gpu-$g.lock"; done | sort -u)
 [ "$pairs" = "$want" ] && ok "gpus8: each worker sees its own GPU and takes turns through its lock file" || bad "gpus8: workers' GPU and lock: $pairs"
+if [ "$allowed" != "$top" ]; then
+  cpus=$(for c in /proc/[0-9]*; do
+    [ "$(sed 's/.*) [A-Za-z] \([0-9]*\) .*/\1/' "$c/stat" 2>/dev/null)" = "$spid" ] || continue
+    t=$(tr '\0' '\n' < "$c/environ" 2>/dev/null | sed -n 's/^CUDA_AGENT_TIMING_CPUS=//p')
+    echo "$t $("$py" -c 'import os, sys; print(int(sys.argv[1]) in os.sched_getaffinity(int(sys.argv[2])))' "$top" "${c#/proc/}")"
+  done | sort -u)
+  server_has=$("$py" -c 'import os, sys; print(int(sys.argv[1]) in os.sched_getaffinity(int(sys.argv[2])))' "$top" "$spid")
+  [ "$cpus" = "$top False" ] && [ "$server_has" = False ] \
+    && ok "gpus8: the timing CPU $top is named to every worker, and no worker or server thread runs on it" \
+    || bad "gpus8: timing CPU $top: workers '$cpus', server on it: $server_has"
+fi
 kill -TERM "$spid"; wait "$spid" 2>/dev/null
 port="$mainport" spid="$mainspid"
 

@@ -741,6 +741,101 @@ static void test_cpu_claims(void **state)
 	}
 }
 
+/* CPU lists round-trip; malformed ones are refused. */
+static void test_cpu_lists(void **state)
+{
+	cpu_set_t set;
+	char buf[64];
+	(void)state;
+	assert_int_equal(cpu_list_parse("0-3,8,10-11", &set), 0);
+	assert_int_equal(CPU_COUNT(&set), 7);
+	assert_int_equal(cpu_list_format(&set, buf, sizeof buf), 0);
+	assert_string_equal(buf, "0-3,8,10-11");
+	assert_int_equal(cpu_list_parse("5,1\n", &set), 0); /* as sysfs writes it */
+	assert_int_equal(cpu_list_format(&set, buf, sizeof buf), 0);
+	assert_string_equal(buf, "1,5");
+	assert_int_equal(cpu_list_format(&set, buf, 3), -1); /* "1,5" does not fit in 3 bytes */
+	const char *bad[] = {"", "a", "1-", "3-1", "1,", ",1", "1 2", "-1", "99999", "1,,2", NULL};
+	for (int i = 0; bad[i]; i++)
+		assert_int_equal(cpu_list_parse(bad[i], &set), -1);
+	assert_int_equal(cpu_list_parse(NULL, &set), -1);
+}
+
+static void write_siblings(const char *root, int cpu, const char *list)
+{
+	char path[256];
+	FILE *f;
+	snprintf(path, sizeof path, "%s/cpu%d/topology", root, cpu);
+	{
+		struct ca_diag d = {{0}};
+		assert_int_equal(ca_mkdirs(path, 0700, &d), 0);
+	}
+	snprintf(path, sizeof path, "%s/cpu%d/topology/thread_siblings_list", root, cpu);
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "%s\n", list);
+	fclose(f);
+}
+
+/* Timing CPUs: the highest, at most a quarter; their hyperthread siblings idle while half the
+ * CPUs stay for the rest; too few CPUs: none. A claim takes a free timing CPU first. */
+static void test_timing_cpus(void **state)
+{
+	char root[] = "/tmp/ca-test-sysfs-XXXXXX", dir[] = "/tmp/ca-test-cpu-claim-XXXXXX";
+	char buf[64];
+	cpu_set_t allowed, timing, rest;
+	struct cpu_claim a, b, c;
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	assert_non_null(mkdtemp(dir));
+	for (int cpu = 0; cpu < 8; cpu++) { /* 8 CPUs, siblings k and k + 4 */
+		char list[16];
+		snprintf(list, sizeof list, "%d,%d", cpu % 4, cpu % 4 + 4);
+		write_siblings(root, cpu, list);
+	}
+	CPU_ZERO(&allowed);
+	for (int cpu = 0; cpu < 8; cpu++)
+		CPU_SET((size_t)cpu, &allowed);
+	assert_int_equal(cpu_claim_reserve(&allowed, 4, root, &timing, &rest), 0);
+	assert_int_equal(cpu_list_format(&timing, buf, sizeof buf), 0);
+	assert_string_equal(buf, "6-7"); /* a quarter of 8 */
+	assert_int_equal(cpu_list_format(&rest, buf, sizeof buf), 0);
+	assert_string_equal(buf, "0-1,4-5"); /* 2 and 3, their siblings, idle */
+	assert_int_equal(cpu_claim_reserve(&allowed, 1, root, &timing, &rest), 0);
+	assert_int_equal(cpu_list_format(&timing, buf, sizeof buf), 0);
+	assert_string_equal(buf, "7");
+	assert_int_equal(cpu_list_format(&rest, buf, sizeof buf), 0);
+	assert_string_equal(buf, "0-2,4-6");
+	assert_int_equal(cpu_claim_reserve(&allowed, 1, "/nonexistent", &timing, &rest), 0);
+	assert_int_equal(cpu_list_format(&rest, buf, sizeof buf), 0);
+	assert_string_equal(buf, "0-6"); /* no topology: no siblings */
+	CPU_ZERO(&allowed);
+	CPU_SET(0, &allowed);
+	CPU_SET(1, &allowed);
+	assert_int_equal(cpu_claim_reserve(&allowed, 1, root, &timing, &rest), -1);
+	assert_int_equal(CPU_COUNT(&timing), 0);
+	assert_int_equal(CPU_COUNT(&rest), 2);
+
+	/* Claims: the free timing CPUs first (highest), then this thread's own CPUs. */
+	assert_int_equal(setenv(CPU_CLAIM_TIMING_ENV, "0", 1), 0);
+	assert_int_equal(cpu_claim_take(&a, dir, 1), 0);
+	assert_int_equal(a.cpu, 0);
+	assert_true(a.lock_fd >= 0);
+	assert_int_equal(cpu_claim_take(&b, dir, 1), 0);
+	assert_true(b.cpu != 0); /* the timing CPU is taken: one of the thread's own */
+	assert_int_equal(setenv(CPU_CLAIM_TIMING_ENV, "not a list", 1), 0);
+	assert_int_equal(cpu_claim_take(&c, dir, 1), 0);
+	assert_true(c.cpu != 0);
+	assert_int_equal(unsetenv(CPU_CLAIM_TIMING_ENV), 0);
+	cpu_claim_release(&a);
+	cpu_claim_release(&b);
+	cpu_claim_release(&c);
+	{
+		struct ca_diag dd = {{0}};
+		assert_int_equal(ca_remove_tree(dir, &dd), 0);
+		assert_int_equal(ca_remove_tree(root, &dd), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -760,6 +855,8 @@ int main(void)
 		cmocka_unit_test(test_calibration_is_made_before_load),
 		cmocka_unit_test(test_perturbation_keeps_structure),
 		cmocka_unit_test(test_cpu_claims),
+		cmocka_unit_test(test_cpu_lists),
+		cmocka_unit_test(test_timing_cpus),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -73,7 +73,8 @@ static void test_summarize(void **state)
 	assert_true(s.mean == 3.0);
 	assert_true(s.min == 1.0 && s.max == 5.0);
 	assert_near(s.stdev, sqrt(2.5), 1e-12);
-	assert_near(s.rse, 1.2533 * sqrt(2.5) / sqrt(5.0) / 3.0, 1e-12);
+	/* deviations from 3: 2 1 0 1 2, MAD 1 */
+	assert_near(s.rse, 1.2533 * 1.4826 / sqrt(5.0) / 3.0, 1e-12);
 
 	assert_int_equal(stats_summarize(x, 0, &s, &d), 0);
 	assert_int_equal(s.n, 0);
@@ -111,14 +112,54 @@ static void test_running_matches_batch(void **state)
 	assert_memory_equal(r.sorted, sorted, sizeof sorted);
 	assert_true(stats_running_median(&r) == sorted[N / 2]);
 	assert_near(stats_running_stdev(&r), stats_stdev(x, N), 1e-9);
-	assert_near(stats_running_rse(&r),
-			    1.2533 * stats_stdev(x, N) / sqrt((double)N) / sorted[N / 2], 1e-9);
+	{ /* the MAD by brute force: the median of the sorted deviations */
+		double dev[N], med = sorted[N / 2];
+		for (int i = 0; i < N; i++)
+			dev[i] = fabs(x[i] - med);
+		qsort(dev, N, sizeof *dev, cmp_d);
+		assert_true(dev[N / 2] > 0.0);
+		assert_near(stats_running_rse(&r), 1.2533 * 1.4826 * dev[N / 2] / sqrt((double)N) / med,
+			    1e-9);
+	}
 
 	/* full: further samples are refused, not dropped silently */
 	assert_int_equal(stats_running_add(&r, 1.0, &d), CA_ERR_LIMIT);
 	assert_int_equal(r.n, N);
 	stats_running_free(&r);
 	assert_null(r.sorted);
+}
+
+/* The robust sigma: the MAD of even and odd counts; a few outliers barely move it (they would
+ * multiply the standard deviation); more than half equal: the mean absolute deviation. */
+static void test_sigma_robust(void **state)
+{
+	(void)state;
+	enum { N = 200 };
+	double even[] = {1.0, 2.0, 3.0, 4.0}; /* median 2.5, deviations 1.5 .5 .5 1.5: MAD 1 */
+	double odd[] = {1.0, 1.0, 2.0, 7.0, 9.0}; /* median 2, deviations 1 1 0 5 7: MAD 1 */
+	double x[N], sorted[N], q[] = {5.0, 5.0, 5.0, 5.0, 6.0, 7.0}; /* MAD 0 */
+	struct stats_rng rng;
+	struct stats_summary clean, dirty;
+	struct ca_diag d;
+
+	assert_near(stats_sigma_sorted(even, 4), 1.4826, 1e-12);
+	assert_near(stats_sigma_sorted(odd, 5), 1.4826, 1e-12);
+	assert_true(stats_sigma_sorted(odd, 1) == 0.0);
+	assert_near(stats_sigma_sorted(q, 6), 1.2533 * 3.0 / 6.0, 1e-12);
+	stats_rng_seed(&rng, 7);
+	for (int i = 0; i < N; i++)
+		x[i] = 1.0 + 0.01 * (stats_rng_uniform(&rng) - 0.5);
+	assert_int_equal(stats_summarize(x, N, &clean, &d), 0);
+	for (int i = 0; i < N; i += 40)
+		x[i] = 10.0; /* 5 calls that another process held up */
+	assert_int_equal(stats_summarize(x, N, &dirty, &d), 0);
+	assert_true(dirty.rse < 1.1 * clean.rse);
+	assert_true(dirty.rse < 0.005); /* converged by the default rule */
+	assert_true(dirty.stdev > 100.0 * clean.stdev);
+	memcpy(sorted, x, sizeof x);
+	qsort(sorted, N, sizeof *sorted, cmp_d);
+	assert_near(stats_sigma_sorted(sorted, N) / sqrt((double)N) * 1.2533 / dirty.median,
+		    dirty.rse, 1e-12);
 }
 
 static void test_running_rejects_nan(void **state)
@@ -170,14 +211,14 @@ static void test_protocol_parse(void **state)
 	struct timing_protocol p, def;
 	struct ca_diag d;
 
-	assert_int_equal(parse("{\"version\": 4, \"warmup_min_calls\": 5, \"warmup_min_ms\": 30,"
+	assert_int_equal(parse("{\"version\": 5, \"warmup_min_calls\": 5, \"warmup_min_ms\": 30,"
 			       " \"min_samples\": 20, \"max_samples\": 500, \"target_rse\": 0.01,"
 			       " \"budget_s\": 1.5, \"l2_flush_factor\": 3, \"perturb_scale\": 0.001,"
 			       " \"checks\": 4, \"spot_density\": 8, \"tol_abs_us\": 2.5,"
 			       " \"tol_rel\": 0.02, \"future_key\": [1]}",
 			       &p, &d),
 			 0);
-	assert_int_equal(p.version, 4);
+	assert_int_equal(p.version, 5);
 	assert_true(p.spot_density == 8.0);
 	assert_true(p.tol_abs_us == 2.5);
 	assert_true(p.tol_rel == 0.02);
@@ -361,6 +402,7 @@ int main(void)
 		cmocka_unit_test(test_stdev_and_rse),
 		cmocka_unit_test(test_summarize),
 		cmocka_unit_test(test_running_matches_batch),
+		cmocka_unit_test(test_sigma_robust),
 		cmocka_unit_test(test_running_rejects_nan),
 		cmocka_unit_test(test_protocol_parse),
 		cmocka_unit_test(test_protocol_rejects),
