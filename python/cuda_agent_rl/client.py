@@ -43,12 +43,14 @@ class ServiceError(Exception):
 
 @dataclass
 class Session:
-    """An open agent session: its id, the prompt and the OpenAI tool schemas it answered with."""
+    """An open agent session: its id, the prompt, the OpenAI tool schemas and the opening
+    messages it answered with (the prompt is the messages' text in one string)."""
 
     client: ServiceClient
     session_id: str
     prompt: str
     tools: list[Json]
+    messages: list[Json] = field(default_factory=list)
     closed: bool = field(default=False)
 
     def tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Json:
@@ -99,7 +101,7 @@ class ServiceClient:
             body["limits"] = dict(limits)
         a = self.request("POST", "/v1/sessions", body)
         return Session(self, str(a["session_id"]), str(a.get("prompt", "")),
-                       list(a.get("tools", [])))
+                       list(a.get("tools", [])), list(a.get("messages", [])))
 
     def evaluate(self, task: Mapping[str, Any], candidate: Mapping[str, Any], *,
                  mode: str = "eval", rules: str | None = None, deadline_s: float = 600.0,

@@ -1,14 +1,16 @@
 """Prompts for the trainers: `cuda-agent tasks export --format verl-rl|verl-single --store S
 --out prompts.parquet` (docs/cli.md, docs/rl.md). The C command runs this module.
 
-The system prompt and the tools come from the service itself: a session is opened for each task
-(on `--url`, else on a `cuda-agent serve --device cpu` this module starts on a loopback port
-and stops) and its answer `{prompt, tools}` is what the row holds, so a rollout's session and
-its prompt cannot disagree. A row (verl's RLHFDataset reads every column; TRL's GRPOTrainer
-reads `prompt` and hands the others to `reset` and the reward functions):
+The opening messages and the tools come from the service itself: a session is opened for each
+task (on `--url`, else on a `cuda-agent serve --device cpu` this module starts on a loopback
+port and stops) and its answer `{messages, tools}` is what the row holds, so a rollout's session
+and its prompt cannot disagree, and `cuda-agent solve` starts from the same messages. A row
+(verl's RLHFDataset reads every column; TRL's GRPOTrainer reads `prompt` and hands the others
+to `reset` and the reward functions):
 
-- `prompt`: [system: the session's prompt (SKILL.md and INTERFACE.md), user: the task: its
-  id and model.py, and for verl-single what the answer must hold]
+- `prompt`: verl-rl: the session's messages [system: SKILL.md, user: the task's model.py, its
+  interface (INTERFACE.md) and what to do]; verl-single: [system: SKILL.md, user: the task's id
+  and model.py and what the answer must hold]
 - `tools`: the session's OpenAI tool schemas as JSON text (a parquet list of structs would give
   every tool every other tool's parameters as nulls); `[]` for verl-single
 - `agent_name`: `cuda_agent` (verl-rl) or verl's `single_turn_agent` (verl-single)
@@ -115,8 +117,10 @@ def row(index: int, task: Json, session: Json, fmt: str) -> Json:
     return {
         "data_source": f"cuda-agent/{task['source']}",
         "agent_name": FORMATS[fmt],
-        "prompt": [{"role": "system", "content": session["prompt"]},
-                   {"role": "user", "content": user_message(task, fmt)}],
+        # verl-rl: the session's own opening messages, solve's too (one source: agent/loop.h)
+        "prompt": ([dict(m) for m in session["messages"]] if fmt == "verl-rl" else
+                   [{"role": "system", "content": session["messages"][0]["content"]},
+                    {"role": "user", "content": user_message(task, fmt)}]),
         "tools": json.dumps(session["tools"] if fmt == "verl-rl" else []),
         "ability": "cuda",
         "reward_model": {"style": "rule", "ground_truth": task["id"]},
@@ -128,7 +132,7 @@ def row(index: int, task: Json, session: Json, fmt: str) -> Json:
 def session_answer(client: ServiceClient, task_id: str) -> Json:
     s = client.open_session({"id": task_id})
     try:
-        return {"prompt": s.prompt, "tools": s.tools}
+        return {"messages": s.messages, "tools": s.tools}
     finally:
         s.close()
 

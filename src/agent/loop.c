@@ -119,7 +119,7 @@ static char *read_text(const char *dir, const char *name, struct ca_diag *d)
 	return data;
 }
 
-static json_t *first_messages(const char *workspace, struct ca_diag *d)
+json_t *agent_opening_messages(const char *workspace, struct ca_diag *d)
 {
 	char *skill = read_text(workspace, "SKILL.md", d);
 	char *model = skill ? read_text(workspace, "model.py", d) : NULL;
@@ -129,14 +129,15 @@ static json_t *first_messages(const char *workspace, struct ca_diag *d)
 
 	if (iface &&
 	    asprintf(&user,
-		     "Your workspace is %s. The task (model.py):\n\n```python\n%s\n```\n\n"
+		     "Your workspace is the bash tool's working directory; the file tools take "
+		     "paths relative to it. The task (model.py):\n\n```python\n%s\n```\n\n"
 		     "The interface your ca_forward receives (INTERFACE.md):\n\n%s\n\n"
 		     "Write your CUDA code in kernels/, then compile, verify and profile with "
 		     "`cuda-agent compile`, `cuda-agent verify` and `cuda-agent profile` through "
 		     "the bash tool, and iterate until it is correct and faster than "
 		     "torch.compile by at least 5%%. When you are done, reply without calling a "
 		     "tool.",
-		     workspace, model, iface) >= 0)
+		     model, iface) >= 0)
 		msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", skill,
 				 "role", "user", "content", user);
 	else if (iface)
@@ -450,7 +451,7 @@ int agent_run(struct eval_session *s, const struct agent_opts *o, struct agent_r
 	if ((rc = llm_client_init(&client, &o->llm, d)))
 		goto out;
 	client_ok = true;
-	if (!(messages = first_messages(o->workspace, d))) {
+	if (!(messages = agent_opening_messages(o->workspace, d))) {
 		rc = CA_ERR_IO;
 		goto out;
 	}

@@ -79,4 +79,12 @@ void agent_result_free(struct agent_result *res);
  * the loop runs itself; sets *mode and *json and returns true when `command` is one. */
 bool agent_eval_command(const char *command, enum eval_mode *mode, bool *json);
 
+/* The opening messages of an episode on a workspace: [{"role": "system", "content": SKILL.md},
+ * {"role": "user", "content": the task (model.py), its interface (INTERFACE.md) and what to
+ * do}]. `cuda-agent solve` starts with them and a service session answers them (serve/
+ * sessions.h), so that a policy trained through the service meets the same start when solve
+ * evaluates it. The text names no path: the bash tool runs in the workspace in both. NULL with
+ * d set when a file cannot be read. The caller owns the array. */
+json_t *agent_opening_messages(const char *workspace, struct ca_diag *d);
+
 #endif

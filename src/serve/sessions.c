@@ -236,16 +236,6 @@ static json_t *all_tools(void)
 	return tools;
 }
 
-static char *read_text(const char *dir, const char *name)
-{
-	char path[PATH_MAX];
-	char *text = NULL;
-	if (ca_path_join(path, sizeof path, dir, name) ||
-	    ca_read_file(path, 1u << 20, &text, NULL, NULL) != 0)
-		return strdup("");
-	return text;
-}
-
 int session_create(struct session_table *t, const struct serve_request *r,
 		   const char *task_dir, struct serve_session **out, json_t **answer,
 		   unsigned *status, struct ca_diag *d)
@@ -301,14 +291,23 @@ int session_create(struct session_table *t, const struct serve_request *r,
 	}
 	json_decref(res);
 	{
-		char *skill = read_text(s->ws, "SKILL.md"), *iface = read_text(s->ws, "INTERFACE.md");
+		/* solve's opening messages (agent/loop.h); the prompt is their text in one string */
+		struct ca_diag md = {{0}};
+		json_t *messages = agent_opening_messages(s->ws, &md);
 		char *prompt = NULL;
-		if (asprintf(&prompt, "%s\n\n%s", skill ? skill : "", iface ? iface : "") < 0)
-			prompt = NULL;
-		*answer = json_pack("{s:s, s:s, s:o}", "session_id", s->id, "prompt",
-				    prompt ? prompt : "", "tools", all_tools());
-		free(skill);
-		free(iface);
+		if (!messages || asprintf(&prompt, "%s\n\n%s",
+					  json_string_value(json_object_get(
+						  json_array_get(messages, 0), "content")),
+					  json_string_value(json_object_get(
+						  json_array_get(messages, 1), "content"))) < 0) {
+			json_decref(messages);
+			*status = 503;
+			rc = ca_fail(d, CA_ERR_IO, "the workspace's prompt: %s",
+				     md.msg[0] ? md.msg : "out of memory");
+			goto fail;
+		}
+		*answer = json_pack("{s:s, s:s, s:o, s:o}", "session_id", s->id, "prompt", prompt,
+				    "messages", messages, "tools", all_tools());
 		free(prompt);
 	}
 	pthread_mutex_lock(&t->mu);

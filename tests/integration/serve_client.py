@@ -272,6 +272,11 @@ def session_checks() -> None:
     check("session: created with the prompt and the tools", status == 200
           and "INTERFACE" in r["prompt"] and "SKILL" not in r["prompt"][:0]
           and {"bash", "write_file", "compile", "verify", "profile"} <= set(names), (status, r))
+    msgs = r.get("messages") or [{}, {}]
+    check("session: solve's opening messages (SKILL.md; model.py, INTERFACE.md), the prompt "
+          "their text", [m.get("role") for m in msgs] == ["system", "user"]
+          and "class Model" in msgs[1].get("content", "") and "INTERFACE.md" in msgs[1]["content"]
+          and r["prompt"] == msgs[0]["content"] + "\n\n" + msgs[1]["content"], msgs)
     sid = r["session_id"]
     st, a = tool(sid, "write_file", {"path": "kernels/kernel.cu",
                                      "content": GOOD["kernels/axpb.cu"]})
