@@ -219,38 +219,39 @@ static void run_init(struct run *r, struct eval_session *s, const struct eval_op
 
 }
 
+/* The protocol an evaluation or a baselines run may use: valid, and within a run's arrays. */
+static int run_protocol_check(const struct eval_protocol *p, struct ca_diag *d)
+{
+	int rc = eval_protocol_validate(p, d);
+	if (rc)
+		return rc;
+	if (p->rotation_sets > RUN_MAX_INPUTS || p->trials > RUN_MAX_TRIALS ||
+	    p->timing.checks > RUN_MAX_CHECKS)
+		return ca_fail(d, CA_ERR_LIMIT, "at most %d rotation sets, %d trials, %d checks",
+			       RUN_MAX_INPUTS, RUN_MAX_TRIALS, RUN_MAX_CHECKS);
+	return 0;
+}
+
 int eval_run(struct eval_session *s, const struct eval_opts *o, json_t **result,
 	     struct ca_diag *d)
 {
-	struct run *rp = calloc(1, sizeof *rp);
+	struct run *r;
 	int rc;
 
 	*result = NULL;
-	if (!rp)
-		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
-	struct run *r = rp;
-	if (!o->task_dir || !o->candidate_dir) {
-		free(rp);
+	if (!o->task_dir || !o->candidate_dir)
 		return ca_fail(d, CA_ERR_INVALID, "a task directory and a candidate are required");
-	}
-	rc = eval_protocol_validate(&o->protocol, d);
-	if (rc) {
-		free(rp);
+	if ((rc = run_protocol_check(&o->protocol, d)))
 		return rc;
-	}
-	if (o->protocol.rotation_sets > RUN_MAX_INPUTS || o->protocol.trials > RUN_MAX_TRIALS ||
-	    o->protocol.timing.checks > RUN_MAX_CHECKS) {
-		free(rp);
-		return ca_fail(d, CA_ERR_LIMIT, "at most %d rotation sets, %d trials, %d checks",
-			       RUN_MAX_INPUTS, RUN_MAX_TRIALS, RUN_MAX_CHECKS);
-	}
+	if (!(r = calloc(1, sizeof *r)))
+		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
 	run_init(r, s, o);
 	run_steps(r);
 	run_conclude(r);
 	*result = r->result;
 	json_decref(r->seconds);
 	run_free(r);
-	free(rp);
+	free(r);
 	return 0;
 }
 
@@ -329,13 +330,8 @@ int eval_baselines(struct eval_session *s, const struct eval_opts *o, json_t **r
 		return ca_fail(d, CA_ERR_INVALID, "a task directory is required");
 	bo.mode = EVAL_FULL; /* the timing protocol's sets and seeds, as a timed evaluation's */
 	bo.candidate_dir = "";
-	rc = eval_protocol_validate(&bo.protocol, d);
-	if (rc)
+	if ((rc = run_protocol_check(&bo.protocol, d)))
 		return rc;
-	if (bo.protocol.rotation_sets > RUN_MAX_INPUTS || bo.protocol.trials > RUN_MAX_TRIALS ||
-	    bo.protocol.timing.checks > RUN_MAX_CHECKS)
-		return ca_fail(d, CA_ERR_LIMIT, "at most %d rotation sets, %d trials, %d checks",
-			       RUN_MAX_INPUTS, RUN_MAX_TRIALS, RUN_MAX_CHECKS);
 	if (!(r = calloc(1, sizeof *r)))
 		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
 	run_init(r, s, &bo);

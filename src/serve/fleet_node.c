@@ -554,7 +554,7 @@ int fleet_node_run(const struct fleet_node_opts *o, struct ca_diag *d)
 	if ((rc = job_queue_init(&n->q, 4 * SERVE_MAX_WORKERS, 64, d)))
 		goto out;
 	if ((rc = serve_pool_start_auto(&n->pool, &n->q, &n->m, o->workers, o->gpus,
-					o->gpu_slots > 0 ? o->gpu_slots : 1, o->python, o->device,
+					o->gpu_slots > 0 ? o->gpu_slots : SERVE_GPU_SLOTS_DEFAULT, o->python, o->device,
 					logs, d)))
 		goto out_pool;
 	gethostname(host, sizeof host - 1);

@@ -629,7 +629,7 @@ static int start_workers(struct serve *S, const char *logs, struct ca_diag *d)
 		return rc;
 	}
 	return serve_pool_start_auto(&S->pool, &S->q, &S->m, o->workers, o->gpus,
-				     o->gpu_slots > 0 ? o->gpu_slots : 1, o->python, o->device, logs,
+				     o->gpu_slots > 0 ? o->gpu_slots : SERVE_GPU_SLOTS_DEFAULT, o->python, o->device, logs,
 				     d);
 }
 

@@ -28,6 +28,11 @@
 #define SERVE_MAX_WORKERS 256
 #define SERVE_RESULT_MAX  (64u << 20) /* bytes of a worker's answer line */
 #define SERVE_GRACE_S     30.0        /* a child may answer this long after a job's deadline */
+/* Workers per GPU unless --gpu-slots says: they take turns on the GPU (one evaluation at a time
+ * on it), while the others build and start. One alone leaves the GPU idle for its build and
+ * start (~2.8 s of an evaluation's ~3.5 s); 3 gave 59 evaluations a minute on the H200, the
+ * lock busy (docs/service.md, "Measured"). */
+#define SERVE_GPU_SLOTS_DEFAULT 3
 
 struct serve_pool;
 

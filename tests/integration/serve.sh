@@ -60,7 +60,7 @@ mainport="$port" mainspid="$spid"
 # the workers, and so every build and bridge, run on the others; the workers claim it.
 allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
 top=$("$py" -c 'import os; print(max(os.sched_getaffinity(0)))')
-CUDA_AGENT_TIMING_CPUS="$top" CUDA_AGENT_CACHE="$tmp/cache8" start gpus8 --gpus 0,1,2,3,4,5,6,7 --max-queue 64
+CUDA_AGENT_TIMING_CPUS="$top" CUDA_AGENT_CACHE="$tmp/cache8" start gpus8 --gpus 0,1,2,3,4,5,6,7 --gpu-slots 1 --max-queue 64
 CUDA_AGENT_SERVE_URL="http://127.0.0.1:$port" "$py" tests/integration/serve_client.py gpus8 >"$tmp/gpus8.out" 2>&1
 cat "$tmp/gpus8.out"
 passed=$((passed + $(grep -c '^ok ' "$tmp/gpus8.out")))
