@@ -144,16 +144,20 @@ def test_timer_replaces_its_process_after_a_fault() -> None:
     """A task whose timing raises (on a GPU: a sticky CUDA error) is dropped at `runtime`, and the
     timing process is replaced, so that the next task is timed in a fresh one."""
     timer = filters.Timer()
+    timer.start()
+    first = timer.ex
     bad = _task("torch.tanh(x)")
     bad["estimated_ms"] = "not a number"  # runtime_ms raises inside the timing process
     out = timer(bad, {"id": "bad", "stage": None, "why": ""})
     assert out["stage"] == "runtime" and "ValueError" in out["why"] and "gpu_fault" not in out
-    assert timer.ex is None  # replaced
+    assert timer.ex is not None and timer.ex is not first  # replaced at once, already starting
+    second = timer.ex
     good = timer(_task("torch.tanh(x)"), {"id": "good", "stage": None, "why": ""})
-    assert good["stage"] is None and good["runtime_ms"] == 5.0 and timer.ex is not None
+    assert good["stage"] is None and good["runtime_ms"] == 5.0 and timer.ex is second
     failed = {"id": "f", "stage": "runs", "why": "x"}
     assert timer(bad, failed) is failed  # a task dropped before is not timed
-    timer.restart()
+    timer.close()
+    assert timer.ex is None
 
 
 def test_llm_replies_are_parsed_never_run() -> None:

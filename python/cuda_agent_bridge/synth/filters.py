@@ -251,27 +251,44 @@ class Decontaminator:
         return None
 
 
+def _warm_timing_process() -> bool:
+    """A new timing process's first job: torch imported and, where a GPU is, its CUDA context
+    made, while the checks go on (some seconds each time)."""
+    if torch.cuda.is_available():
+        torch.zeros(1, device="cuda")
+    return True
+
+
 class Timer:
     """Stage 6 in a process of its own (spawned), one task at a time. A task that breaks the CUDA
     context (an illegal address inside a torch op at a large size, say: the error is sticky, and
     every later CUDA call of that process fails) or kills the process costs that task only: the
-    process is replaced before the next one."""
+    process is replaced at once, and the replacement imports torch and makes its context while
+    the next task is checked, as the first one does from the start of the run (`start`)."""
 
     def __init__(self) -> None:
         self.ex: Any = None
 
-    def _pool(self) -> Any:
+    def start(self) -> None:
         import concurrent.futures as cf
         import multiprocessing as mp
 
         if self.ex is None:
             self.ex = cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+            self.ex.submit(_warm_timing_process)  # its first task waits behind this
+
+    def _pool(self) -> Any:
+        self.start()
         return self.ex
 
-    def restart(self) -> None:
+    def close(self) -> None:
         if self.ex is not None:
             self.ex.shutdown(wait=True, cancel_futures=True)
             self.ex = None
+
+    def restart(self) -> None:
+        self.close()
+        self.start()
 
     def __call__(self, task: Json, out: Json) -> Json:
         from concurrent.futures.process import BrokenProcessPool
@@ -300,6 +317,8 @@ def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
     the whole run; stage 6 in the Timer's process where a GPU is (else here: the estimate), one
     task at a time, while the pool checks the next ones."""
     timer = Timer() if torch.cuda.is_available() else None
+    if timer is not None:
+        timer.start()  # its process starts now, beside the checks' cold start
 
     def timed(t: Json, v: Json) -> Json:
         if timer is not None:
@@ -333,4 +352,4 @@ def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
             ex.shutdown(wait=True, cancel_futures=True)
     finally:
         if timer is not None:
-            timer.restart()
+            timer.close()
