@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import BIG_SOL, BIG_TASK, ROOT, cli, ncu_kernel_times  # noqa: E402
+from bench import BIG_SOL, BIG_TASK, ROOT, cli, ncu_kernel_times
 
 
 def main() -> int:
