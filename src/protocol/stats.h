@@ -53,8 +53,8 @@ struct stats_summary {
 int stats_summarize(const double *x, size_t n, struct stats_summary *out, struct ca_diag *d);
 
 /* Samples kept sorted as they arrive (O(n) insertion, O(1) median, O(n) robust sigma) with
- * Welford's running mean and variance, so the stopping rule costs microseconds per timed call. Capacity is fixed at
- * init; adding past it is CA_ERR_LIMIT. */
+ * Welford's running mean and variance, so the stopping rule costs microseconds per timed call.
+ * Capacity is fixed at init; adding past it is CA_ERR_LIMIT. */
 struct stats_running {
 	double *sorted;
 	size_t n, cap;

@@ -10,9 +10,9 @@
  *
  * An episode: reset with {"task": ..., "limits"?} opens an agent session (POST /v1/sessions: the
  * observation is {session_id, messages, prompt, tools}); each step {"tool": NAME, "arguments":
- * {...}} runs one tool call; a step {"tool": "finalize"} evaluates the workspace (observation {result}, the
- * result's reward, done). A step whose data is an evaluate request (it has "candidate") is a
- * one-step episode, as POST /step. Closing the connection closes its session. */
+ * {...}} runs one tool call; a step {"tool": "finalize"} evaluates the workspace (observation
+ * {result}, the result's reward, done). A step whose data is an evaluate request (it has
+ * "candidate") is a one-step episode, as POST /step. Closing the connection closes its session. */
 #include "serve/serve_int.h"
 
 #include <errno.h>
