@@ -44,27 +44,32 @@ static int lock_cpu(const char *lock_dir, int cpu)
 	return fd;
 }
 
+/* Locks the highest CPU of set that nobody has claimed: 0 with c->cpu and c->lock_fd, or -1. */
+static int claim_free(struct cpu_claim *c, const cpu_set_t *set, const char *lock_dir)
+{
+	for (int cpu = CPU_SETSIZE - 1; lock_dir && cpu >= 0; cpu--) {
+		if (CPU_ISSET((size_t)cpu, set) && (c->lock_fd = lock_cpu(lock_dir, cpu)) >= 0) {
+			c->cpu = cpu;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 int cpu_claim_take_from(struct cpu_claim *c, const cpu_set_t *cpus, const char *lock_dir,
 			int min_cpus)
 {
-	int last = -1;
-
 	cpu_claim_init(c);
 	if (CPU_COUNT(cpus) < (min_cpus > 1 ? min_cpus : 2))
 		return -1;
 	c->saved = *cpus;
 	c->saved_valid = true;
-	for (int cpu = CPU_SETSIZE - 1; cpu >= 0; cpu--) {
-		if (!CPU_ISSET((size_t)cpu, cpus))
-			continue;
-		if (last < 0)
-			last = cpu;
-		if (lock_dir && (c->lock_fd = lock_cpu(lock_dir, cpu)) >= 0) {
+	if (claim_free(c, cpus, lock_dir) == 0)
+		return 0;
+	/* every CPU is claimed (or no lock directory): share the last one */
+	for (int cpu = CPU_SETSIZE - 1; c->cpu < 0 && cpu >= 0; cpu--)
+		if (CPU_ISSET((size_t)cpu, cpus))
 			c->cpu = cpu;
-			return 0;
-		}
-	}
-	c->cpu = last; /* every CPU is claimed (or no lock directory): share the last one */
 	return 0;
 }
 
@@ -79,14 +84,10 @@ int cpu_claim_take(struct cpu_claim *c, const char *lock_dir, int min_cpus)
 	if (lock_dir && cpu_claim_timing_cpus(&timing) == 0) {
 		cpu_set_t all;
 		CPU_OR(&all, &cpus, &timing);
-		for (int cpu = CPU_SETSIZE - 1; CPU_COUNT(&all) >= min_cpus && cpu >= 0; cpu--) {
-			if (CPU_ISSET((size_t)cpu, &timing) &&
-			    (c->lock_fd = lock_cpu(lock_dir, cpu)) >= 0) {
-				c->cpu = cpu;
-				c->saved = cpus;
-				c->saved_valid = true;
-				return 0;
-			}
+		if (CPU_COUNT(&all) >= min_cpus && claim_free(c, &timing, lock_dir) == 0) {
+			c->saved = cpus;
+			c->saved_valid = true;
+			return 0;
 		}
 	}
 	return cpu_claim_take_from(c, &cpus, lock_dir, min_cpus);
