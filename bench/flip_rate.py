@@ -3,12 +3,13 @@
 An honest kernel (tests/adversarial/honest/grid_stride_scale_add) is slowed by a device-side
 delay launched after it on the given stream, so that its speed-up against eager lands where we
 want it relative to the reward's threshold (1/0.95 = x1.0526). A survey first measures a grid of
-delays (one evaluation each); three kernels whose measured speed-up lies 2-5 % below or above
+delays (--passes evaluations each, interleaved, the median kept: one evaluation of such a kernel
+moves by a few per cent); three kernels whose median speed-up lies 2-5 % below or above
 the threshold (both sides where the survey found both) are then evaluated N times each in one
 warm session. A flip is an evaluation whose reward differs from that kernel's most common one. Prints one JSON object: the survey, and
 for each picked kernel its speed-ups, rewards and flips.
 
-Usage: python3 bench/flip_rate.py [--build build] [--n 10] [--out DIR]
+Usage: python3 bench/flip_rate.py [--build build] [--n 10] [--passes 3] [--out DIR]
 """
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", type=Path, default=ROOT / "build")
     ap.add_argument("--n", type=int, default=10)
+    ap.add_argument("--passes", type=int, default=3, help="survey evaluations per delay")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ca-flip-"))
@@ -77,11 +79,13 @@ def main() -> None:
         # the delays that would put the speed-up at 0.93-1.09 of the threshold, every 1 %
         grid = [int(1e6 * max(0.0, eager / (THRESHOLD * f) - base))
                 for f in [0.93 + 0.01 * k for k in range(17)]]
+        runs = evaluate(a.build, [kernel(work, ns) for ns in grid] * a.passes)
         survey: list[dict[str, Any]] = []
-        for ns, r in zip(grid, evaluate(a.build, [kernel(work, ns) for ns in grid]),
-                         strict=False):
-            s = speedup(r)
-            survey.append({"delay_ns": ns, "speedup": s, "reward": r.get("reward")})
+        for k, ns in enumerate(grid):
+            mine = runs[k::len(grid)]
+            sp = [x for x in (speedup(r) for r in mine) if x]
+            survey.append({"delay_ns": ns, "speedup": statistics.median(sp) if sp else None,
+                           "speedups": sp, "rewards": [r.get("reward") for r in mine]})
         print(json.dumps({"survey": survey}), file=sys.stderr, flush=True)
         below = [x for x in survey if x["speedup"] and 0.95 <= x["speedup"] / THRESHOLD <= 0.98]
         above = [x for x in survey if x["speedup"] and 1.02 <= x["speedup"] / THRESHOLD <= 1.05]
@@ -100,10 +104,10 @@ def main() -> None:
             rewards = [r.get("reward") for r in rs]
             mode = Counter(rewards).most_common(1)[0][0] if rewards else None
             sp = [speedup(r) for r in rs]
+            m = statistics.median([x for x in sp if x]) / THRESHOLD if any(sp) else None
             results.append({"delay_ns": p["delay_ns"], "survey_speedup": p["speedup"],
-                            "speedups": sp,
-                            "median_vs_threshold": statistics.median(
-                                [x for x in sp if x]) / THRESHOLD if any(sp) else None,
+                            "speedups": sp, "median_vs_threshold": m,
+                            "within_2_5_pct": m is not None and 0.02 <= abs(m - 1) <= 0.05,
                             "rewards": rewards, "flips": sum(1 for x in rewards if x != mode)})
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
             flips += sum(1 for x in rewards if x != mode)
