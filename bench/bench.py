@@ -9,7 +9,11 @@ Measures, on the machine it runs on (printed first):
     between our median (of the 5) and ncu's gpu__time_duration for the same kernel, with ncu's
     default cache control and with `--cache-control none`; the same for a ~15 us kernel (the
     price of the trust boundary: the outside bound must not hold an honest small kernel above
-    its true time).
+    its true time);
+  - iteration (issue 18): p50 and p90, total and by step, over --iterations (20) warm
+    evaluations with nvcc run each time, of a cuBLAS GEMM candidate, of a small kernel, and of the
+    small kernel's verification alone; each also with plain nvcc and the processes started after
+    the build (CUDA_AGENT_NVCC_THREADS=1, CUDA_AGENT_START_AFTER_BUILD=1), the two alternating.
 Writes every raw number to bench.json (in $OUT if set) and prints a table.
 """
 from __future__ import annotations
@@ -35,6 +39,19 @@ BIG_TASK = ROOT / "examples/tasks/elementwise_chain"
 BIG_SOL = ROOT / "examples/solutions/elementwise_chain"
 FAST_TASK = ROOT / "tests/adversarial/tasks/rowsum"
 FAST_SOL = ROOT / "tests/adversarial/honest/block_smem_rowsum"
+GEMM_TASK = ROOT / "tests/adversarial/tasks/gemm"
+GEMM_SOL = ROOT / "tests/adversarial/honest/cublas_sgemm"
+
+# The `iteration` part (issue 18): an agent's turn, warm, with nvcc run every time (--no-cache,
+# as for an edited candidate). (name, task, candidate, verify only, target of the p50 in s)
+ITERATION_CASES = (("cuBLAS GEMM, full evaluation", GEMM_TASK, GEMM_SOL, False, 1.5),
+                   ("small kernel, full evaluation", SMALL_TASK, SMALL_SOL, False, 1.0),
+                   ("small kernel, verify", SMALL_TASK, SMALL_SOL, True, 0.8))
+# Side by side: the current build and start, and plain nvcc (one phase at a time) with the
+# processes started after the build, as before issues 12 and 18.
+ITERATION_MODES: tuple[tuple[str, dict[str, str]], ...] = (("now", {}),
+                   ("plain nvcc, start after build",
+                    {"CUDA_AGENT_NVCC_THREADS": "1", "CUDA_AGENT_START_AFTER_BUILD": "1"}))
 
 
 def cli(build: Path, args: list[str], env: dict[str, str]) -> tuple[list[dict], float]:
@@ -109,8 +126,62 @@ def fidelity(build: Path, task: Path, sol: Path, env: dict[str, str], report: di
         report[f"{key}ours_vs_ncu_cache_none"] = ours / report[f"{key}ncu_cache_none_median_ms"] - 1.0
 
 
+def pct_of(xs: list[float], q: float) -> float:
+    """The q-quantile (0-1) of xs, linear between order statistics."""
+    ys = sorted(xs)
+    k = (len(ys) - 1) * q
+    lo = int(k)
+    return ys[lo] + (ys[min(lo + 1, len(ys) - 1)] - ys[lo]) * (k - lo)
+
+
+def iteration(build: Path, env: dict[str, str], n: int, report: dict) -> list[tuple[str, str, str]]:
+    """p50 and p90 over n warm evaluations of each ITERATION_CASES entry in each ITERATION_MODES
+    mode, every step of `seconds` too. The modes alternate in rounds of 5 evaluations, each round
+    one `eval` process whose first evaluation (the bridge's start) is left out."""
+    rows: list[tuple[str, str, str]] = []
+    per_round = 5
+    rounds = max(1, -(-n // per_round))
+    out: dict[str, dict] = {}
+    for name, task, sol, verify_only, target in ITERATION_CASES:
+        cli(build, ["eval", "--json", str(task), str(sol)], env)  # baselines into the cache
+        got: dict[str, list[dict]] = {m: [] for m, _ in ITERATION_MODES}
+        for _ in range(rounds):
+            for mode, extra in ITERATION_MODES:
+                args = ["eval", "--json", "--no-cache"] + (["--verify-only"] if verify_only else [])
+                results, _ = cli(build, args + [str(task)] + [str(sol)] * (per_round + 1),
+                                 dict(env, **extra))
+                got[mode] += results[1:]
+        case: dict[str, dict] = {}
+        for mode, _ in ITERATION_MODES:
+            rs = got[mode][:n]
+            steps: dict[str, list[float]] = {}
+            for r in rs:
+                secs = dict(r.get("seconds") or {})
+                secs["build"] = float((r.get("build") or {}).get("seconds") or 0.0)
+                for k, v in secs.items():
+                    if isinstance(v, (int, float)):
+                        steps.setdefault(k, []).append(float(v))
+            case[mode] = {
+                "evaluations": len(rs),
+                "reasons": sorted({(r.get("reason") or {}).get("code", "?") for r in rs}),
+                "rewards": [r.get("reward") for r in rs],
+                "p50_s": {k: round(pct_of(v, 0.5), 4) for k, v in sorted(steps.items())},
+                "p90_s": {k: round(pct_of(v, 0.9), 4) for k, v in sorted(steps.items())},
+            }
+            tot = case[mode]["p50_s"].get("total")
+            p90 = case[mode]["p90_s"].get("total")
+            b50 = case[mode]["p50_s"].get("build")
+            rows.append((f"{name} [{mode}]",
+                         f"{tot:.2f} s (p90 {p90:.2f}, build {b50:.2f})" if tot is not None
+                         else "no result",
+                         f"<= {target} s" + (", build <= 1.2 s" if "GEMM" in name else "")))
+        out[name] = case
+    report["iteration"] = {"evaluations_per_mode": n, "cases": out}
+    return rows
+
+
 # The parts of the benchmark, in the order they run (--only picks some).
-PARTS = ("compile", "first", "small", "fidelity", "fast")
+PARTS = ("compile", "first", "small", "fidelity", "fast", "iteration")
 
 
 def main() -> int:
@@ -118,16 +189,26 @@ def main() -> int:
     ap.add_argument("--build", type=Path, default=ROOT / "build")
     ap.add_argument("--only", default=",".join(PARTS),
                     help=f"comma-separated parts to run, of {', '.join(PARTS)} (default: all)")
+    ap.add_argument("--iterations", type=int, default=20,
+                    help="warm evaluations per case and mode in the iteration part (default 20)")
     args = ap.parse_args()
     only = [p for p in args.only.split(",") if p]
     unknown = sorted(set(only) - set(PARTS))
     if unknown:
         ap.error(f"unknown part(s) {', '.join(unknown)}; the parts are {', '.join(PARTS)}")
     out_dir = Path(os.environ.get("OUT", "."))
+    out_dir.mkdir(parents=True, exist_ok=True)
     cache = Path(tempfile.mkdtemp(prefix="ca-bench-"))
     env = dict(os.environ, CUDA_AGENT_CACHE=str(cache), CUDA_AGENT_LOG="quiet")
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True, check=False).stdout.strip()
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                              "--format=csv,noheader"],
+                             capture_output=True, text=True, check=False).stdout.strip()
+    except FileNotFoundError:
+        gpu = ""
+    if not gpu:
+        print("bench: no NVIDIA GPU here (nvidia-smi gives none): evaluations end at env.no_gpu, "
+              "so only the build and the task's description are measured", file=sys.stderr)
     report: dict = {"machine": {"gpu": gpu, "host": platform.node(), "cpus": os.cpu_count()}}
     print(f"machine: {gpu}; {os.cpu_count()} CPUs; {platform.node()}")
 
@@ -204,6 +285,14 @@ def main() -> int:
                      f"ncu median {report.get(key + 'ncu_median_ms')} ms, --cache-control none "
                      f"{report.get(key + 'ncu_cache_none_median_ms')} ms; bounds "
                      f"{report[key + 'fidelity_bounds']}")
+
+    if "iteration" in only:  # issue 18: an agent's compile-verify-time turn, warm, nvcc each time
+        rows += iteration(args.build, env, max(1, args.iterations), report)
+        for name, case in report["iteration"]["cases"].items():
+            for mode, m in case.items():
+                lines.append(f"{name} [{mode}]: {m['evaluations']} evaluations, reasons "
+                             f"{m['reasons']}; p50 by step {json.dumps(m['p50_s'])}; "
+                             f"p90 {json.dumps(m['p90_s'])}")
 
     (out_dir / "bench.json").write_text(json.dumps(report, indent=2))
     print(f"\n{'measure':52} {'value':>16}   target")

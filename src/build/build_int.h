@@ -60,6 +60,7 @@ struct job {
 	const char *kdir;
 	const char *include_dir;
 	double timeout_s;
+	int nvcc_threads; /* nvcc's --threads (build_nvcc_threads); 1: left out */
 };
 
 struct rewrite {
@@ -81,6 +82,8 @@ int build_cuda_lib_dirs(const char *nvcc, char dirs[3][PATH_MAX]);
 int build_load_verdict(struct unit *u);
 int build_nvcc_version(const char *nvcc, const char *cache, char *out, size_t out_size,
 		       struct ca_diag *d);
+/* nvcc's --threads for each unit, from its `--version` text (toolchain.c says how). */
+int build_nvcc_threads(const char *nvcc_version);
 void build_replace_all(char *s, size_t size, const char *from, const char *to);
 int build_pick_arch(const struct build_opts *opts, char *out, size_t out_size,
 		    struct ca_diag *d);

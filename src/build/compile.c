@@ -18,16 +18,11 @@
  * is the host assembly, which is checked (build/hostasm.h) and then assembled into the object by
  * the host compiler's driver (`gcc -c -x assembler`, what `gcc -c` runs itself: the object is the
  * same). Cheaper than -save-temps (no preprocessed copy is written): one more short process.
- * --threads 2: nvcc runs its host branch (preprocessing, cudafe++) and its device branch
- * (preprocessing, cicc, ptxas, fatbinary) at once; they meet only at the host compile (issue
- * 18). Its output is what one thread makes (the assembly identical but for nvcc's temporary
- * file name, which differs between any two runs; the same ptxas report). On the 2-CPU CI-class
- * machine, 8 builds each, alternating (2026-12-02): the cuBLAS GEMM candidate 1.34 -> 1.25 s at
- * the median, the rowsum kernel 1.07 -> 0.92 s; `nvcc -time` puts the host branch at 507 ms and
- * the device branch at 365 ms there. */
+ * `--threads N` (build_nvcc_threads, not part of the key: the output does not depend on it) is
+ * added after these. */
 const char *const build_compile_flags[] = {
 	"-O3", "--use_fast_math", "-std=c++17", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v",
-	"-DCCCL_DISABLE_NVTX", "-DNVTX_DISABLE", "-Xcompiler", "-S", "--threads", "2",
+	"-DCCCL_DISABLE_NVTX", "-DNVTX_DISABLE", "-Xcompiler", "-S",
 };
 const size_t build_compile_flags_count = sizeof build_compile_flags / sizeof build_compile_flags[0];
 
@@ -316,11 +311,11 @@ static void compile_unit(struct job *j, size_t index)
 {
 	struct unit *u = &j->units[index];
 	char src[PATH_MAX], tmp[PATH_MAX + 64], spath[PATH_MAX + 64], arch_flag[48],
-		inc_k[PATH_MAX + 3], inc_i[PATH_MAX + 3];
+		inc_k[PATH_MAX + 3], inc_i[PATH_MAX + 3], threads[16];
 	const char *argv[32];
 	int n = 0;
-	_Static_assert(sizeof build_compile_flags / sizeof build_compile_flags[0] + 9 <= 32,
-		       "compile_unit's argv holds the flags and 9 more entries");
+	_Static_assert(sizeof build_compile_flags / sizeof build_compile_flags[0] + 11 <= 32,
+		       "compile_unit's argv holds the flags and 11 more entries");
 	struct ca_run_opts ro = {.timeout_s = j->timeout_s, .stdout_cap = 256u << 10,
 				 .stderr_cap = 1u << 20};
 	struct ca_run_result rr;
@@ -334,6 +329,11 @@ static void compile_unit(struct job *j, size_t index)
 	argv[n++] = j->nvcc;
 	for (size_t i = 0; i < build_compile_flags_count; i++)
 		argv[n++] = build_compile_flags[i];
+	if (j->nvcc_threads > 1) {
+		snprintf(threads, sizeof threads, "%d", j->nvcc_threads);
+		argv[n++] = "--threads";
+		argv[n++] = threads;
+	}
 	argv[n++] = arch_flag;
 	argv[n++] = inc_k;
 	if (j->include_dir && j->include_dir[0]) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "util/fs.h"
+#include "util/log.h"
 
 /* ---- arch, nvcc, CUDA libraries ------------------------------------------------------------ */
 
@@ -194,6 +195,33 @@ int build_nvcc_version(const char *nvcc, const char *cache, char *out, size_t ou
 out:
 	free(text);
 	return rc;
+}
+
+/* $CUDA_AGENT_NVCC_THREADS (1-8) or 2. With 2, nvcc runs its host branch (preprocessing,
+ * cudafe++) and its device branch (preprocessing, cicc, ptxas, fatbinary) at once; they meet only
+ * at the host compile (issue 18). The output is what one thread makes (the assembly identical but
+ * for nvcc's temporary file name, which differs between any two runs; the same ptxas report).
+ * On the 2-CPU CI-class machine, 8 builds each, alternating (2026-12-02): the cuBLAS GEMM
+ * candidate 1.34 -> 1.25 s at the median, the rowsum kernel 1.07 -> 0.92 s. 1 is plain nvcc,
+ * one phase at a time (what bench.py's `iteration` part compares against). nvcc before release
+ * 11.2 has no --threads: 1 there, whatever was asked. */
+int build_nvcc_threads(const char *nvcc_version)
+{
+	const char *env = getenv("CUDA_AGENT_NVCC_THREADS"), *rel;
+	int threads = 2, major = 0, minor = 0;
+	if (env && env[0]) {
+		char *end = NULL;
+		long v = strtol(env, &end, 10);
+		if (end && *end == '\0' && v >= 1 && v <= 8)
+			threads = (int)v;
+		else
+			ca_log_warn("CUDA_AGENT_NVCC_THREADS=%s is not a number 1-8: 2 is used", env);
+	}
+	rel = nvcc_version ? strstr(nvcc_version, "release ") : NULL;
+	if (!rel || sscanf(rel, "release %d.%d", &major, &minor) != 2 ||
+	    major * 100 + minor < 1102)
+		threads = 1;
+	return threads;
 }
 
 /* <nvcc dir>/../lib64 and <nvcc dir>/../targets/<arch>-linux/lib, those that exist. */

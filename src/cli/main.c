@@ -65,6 +65,7 @@ static const char options_help[] =
 	"  --refresh-baselines    re-measure eager and torch.compile even if cached\n"
 	"  --keep                 keep the run directory (plan, the candidate's stderr)\n"
 	"  --timeout SECONDS      watchdog for the candidate's process (default 60 + 2 x budget)\n"
+	"  --verify-only          eval: build and verify each candidate, no timing and no reward\n"
 	"  --rules R              acceptance rules: cuda-agent (default: the published rules, no\n"
 	"                         torch compute in forward) or kernelbench (KernelBench's: torch\n"
 	"                         compute allowed, parameters matched by order and shape, no\n"
@@ -137,7 +138,8 @@ int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
 
 enum cli_opt {
 	O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH, O_KEEP,
-	O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES, O_INTERLEAVE
+	O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES, O_INTERLEAVE,
+	O_VERIFY_ONLY
 };
 
 /* The options every command that evaluates shares (options.h). */
@@ -159,6 +161,7 @@ static const struct option cli_longopts[] = {
 	{"format", required_argument, NULL, O_FORMAT},
 	{"rules", required_argument, NULL, O_RULES},
 	{"interleave", required_argument, NULL, O_INTERLEAVE},
+	{"verify-only", no_argument, NULL, O_VERIFY_ONLY},
 	{"quiet", no_argument, NULL, 'q'},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
@@ -260,6 +263,14 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_li
 		case O_NOCACHE: c->opts.no_build_cache = true; break;
 		case O_REFRESH: c->opts.refresh_baselines = true; break;
 		case O_KEEP: c->opts.keep_run_dir = true; break;
+		case O_VERIFY_ONLY:
+			if (!c->eval_options) {
+				fprintf(stderr, "%s\n(--verify-only is an option of eval)\n",
+					usage_line);
+				return EXIT_USAGE;
+			}
+			c->verify_only = 1;
+			break;
 		case O_PYTHON: c->python = optarg; break;
 		case O_SANDBOX: c->opts.sandbox = true; break;
 		case O_NO_SANDBOX: c->opts.sandbox = false; break;
@@ -349,9 +360,12 @@ static int cmd_eval(int argc, char **argv)
 
 	eval_opts_defaults(&c.opts);
 	c.opts.mode = EVAL_FULL;
+	c.eval_options = 1;
 	rc = cli_parse_options(&c, argc, argv, usage);
 	if (rc)
 		return rc;
+	if (c.verify_only)
+		c.opts.mode = EVAL_VERIFY;
 	/* With --task every positional argument is a candidate. */
 	int first = c.task ? optind : optind + 1;
 	if (argc - first < 1) {

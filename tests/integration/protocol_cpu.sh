@@ -34,6 +34,12 @@ field "skipping after the first calls: caught by a check placed after a call" 'r
 cp "$tmp/op" "$tmp/out"
 field "torch compute through operators: refused at run time" 'r["reason"]["code"] == "hack.torch_compute" and r["reward"] == -1'
 
+# eval --verify-only: verification and nothing after it
+run "eval --verify-only" 0 "$cli" eval --device cpu --verify-only --trials 3 --json "$data/task" "$data/honest.py"
+field "--verify-only: three trials, no timing, no reward" 'r["reason"]["code"] == "ok" and r["correct"] is True and len(r["trials"]) == 3 and not r.get("timing") and r["reward"] is None'
+run "eval --verify-only, the cheat" 1 "$cli" eval --device cpu --verify-only --trials 3 --json "$data/task" "$data/operator.py"
+field "--verify-only: torch compute still refused" 'r["reason"]["code"] == "hack.torch_compute"'
+
 # The rules profiles (docs/torch-rules.md, "Rules profiles"): one file, two verdicts.
 run "eval under the kernelbench rules" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
   --rules kernelbench --json "$data/task" "$data/kb_rules.py"

@@ -49,6 +49,25 @@ mkdir -p "$tmp/nokernels"
 run "candidate without kernels/" 1 "$cli" compile --json --task "$data/tiny_task" "$tmp/nokernels"
 field "no kernels/ named" 'r["reason"]["code"] == "candidate.missing" and "kernels/" in r["reason"]["message"]'
 
+# ---- nvcc's --threads (issue 18): 1 is plain nvcc; the device code it makes is the same
+# byte for byte (the fatbinary: SASS and PTX), the host code differs only in nvcc's temporary
+# file names, as between any two builds
+for t in 1 2; do
+  CUDA_AGENT_CACHE="$tmp/threads$t" CUDA_AGENT_NVCC_THREADS=$t run "compile with CUDA_AGENT_NVCC_THREADS=$t" 0 \
+    "$cli" compile --json --no-cache --task tests/adversarial/tasks/gemm tests/adversarial/honest/smem_tiled_gemm
+  lib="$(find "$tmp/threads$t" -name '*.so' | head -1)"
+  objcopy -O binary --only-section=.nv_fatbin "$lib" "$tmp/fatbin$t" 2>/dev/null || true
+done
+if [ -s "$tmp/fatbin1" ] && cmp -s "$tmp/fatbin1" "$tmp/fatbin2"; then
+  ok "nvcc --threads 2 and plain nvcc: the same fatbinary ($(stat -c %s "$tmp/fatbin1") bytes)"
+else
+  bad "nvcc --threads 2 and plain nvcc made different device code (or none)"
+fi
+CUDA_AGENT_NVCC_THREADS=9 run "a bad CUDA_AGENT_NVCC_THREADS warns and builds" 0 "$cli" compile --json --no-cache --task "$data/tiny_task" "$data/good"
+if grep -q "CUDA_AGENT_NVCC_THREADS=9 is not a number 1-8" "$tmp/err"; then ok "bad CUDA_AGENT_NVCC_THREADS named"; else bad "bad CUDA_AGENT_NVCC_THREADS not named" "$(tail -c 300 "$tmp/err")"; fi
+run "--verify-only is eval's" 2 "$cli" verify --verify-only "$data/good"
+if grep -q "is an option of eval" "$tmp/err"; then ok "--verify-only elsewhere: named"; else bad "--verify-only elsewhere: not named" "$(tail -c 300 "$tmp/err")"; fi
+
 # ---- every example solution compiles and passes the library checks
 for sol in examples/solutions/*/; do
   name="$(basename "$sol")"
