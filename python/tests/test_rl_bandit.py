@@ -5,12 +5,16 @@ service failures, and a short run goes through a live `cuda-agent serve` on CPU,
 from __future__ import annotations
 
 import json
+import os
 import random
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.rl.live import REPO, make_store, service
+from fixtures.rl.live import CLI, REPO, make_store, need, service
 
 from cuda_agent_rl import bandit
 
@@ -99,3 +103,32 @@ def test_the_recipe_arms_load() -> None:
     assert tasks and all(any(a["kind"] == "fast" for a in t.arms) for t in tasks)
     assert all(a["candidate"]["files"] for t in tasks for a in t.arms)
     assert all("model.py" in t.task["files"] for t in tasks)
+
+
+def test_learning_runs_script(tmp_path: Path) -> None:
+    """recipes/cuda-agent/learning_runs.sh end to end on this machine (one bandit step over the
+    recipe's three tasks, one GRPO step): the service starts, both runs write their files. On a
+    CPU host evaluations end at env.no_gpu (null rewards) or a build refusal, so the bandit does
+    not converge: exit 1."""
+    need("trl")
+    out = tmp_path / "out"
+    env = dict(os.environ, CA_BUILD=str(CLI.parent), PYTHON=sys.executable, STEPS="1",
+               BATCH="2", GRPO_STEPS="1", PORT=str(_free_port()),
+               CUDA_AGENT_CACHE=str(tmp_path / "cache"))
+    proc = subprocess.run(["bash", str(REPO / "recipes/cuda-agent/learning_runs.sh"), str(out)],
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    steps = [json.loads(x) for x in (out / "bandit.jsonl").read_text().splitlines()]
+    assert len(steps) == 1
+    assert [t["task"] for t in steps[0]["tasks"]] == ["scale_add", "gemm", "rowsum"]
+    assert all(len(t["samples"]) == 2 for t in steps[0]["tasks"])
+    assert (out / "bandit.svg").read_text().startswith("<svg")
+    assert (out / "grpo" / "metrics.jsonl").exists() and (out / "grpo" / "rollouts.jsonl").exists()
+    assert "GRPO smoke exit 0" in proc.stdout
+    assert "cuda_agent_" in (out / "metrics.txt").read_text()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
