@@ -77,13 +77,13 @@ class RecordingEnv(CudaAgentEnv):
         t0 = time.monotonic()
         task = self._session.session_id if self._session else None
         reward = super().get_reward()
-        res = self._result or {}
+        res = self.last_result or {}
         if self.path is not None:
             with self.path.open("a") as f:
                 f.write(json.dumps({
                     "session": task, "reward": reward,
-                    "code": (res.get("reason") or {}).get("code") or self._broken or None,
-                    "tool_calls": self._calls,
+                    "code": (res.get("reason") or {}).get("code") or self.broken or None,
+                    "tool_calls": self.tool_calls,
                     "finalize_seconds": round(time.monotonic() - t0, 3)}) + "\n")
         return reward
 

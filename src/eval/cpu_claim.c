@@ -124,6 +124,13 @@ int cpu_list_parse(const char *s, cpu_set_t *set)
 	return CPU_COUNT(set) > 0 ? 0 : -1;
 }
 
+void cpu_set_minus(cpu_set_t *out, const cpu_set_t *a, const cpu_set_t *b)
+{
+	cpu_set_t both;
+	CPU_AND(&both, a, b);
+	CPU_XOR(out, a, &both);
+}
+
 int cpu_list_format(const cpu_set_t *set, char *buf, size_t cap)
 {
 	size_t len = 0;
@@ -180,8 +187,7 @@ int cpu_claim_reserve(const cpu_set_t *allowed, int n, const char *sysfs_root, c
 		CPU_CLR((size_t)cpu, rest);
 		got++;
 		cpu_siblings(sysfs_root, cpu, &sib);
-		CPU_AND(&sib, &sib, rest);
-		CPU_XOR(&left, rest, &sib);
+		cpu_set_minus(&left, rest, &sib);
 		if (2 * CPU_COUNT(&left) >= total)
 			*rest = left; /* the siblings idle too, while half the CPUs stay for the rest */
 	}

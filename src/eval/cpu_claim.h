@@ -48,6 +48,8 @@ struct cpu_claim {
 /* A Linux CPU list ("0-3,8,10-11"): 0, or -1 when s is empty, malformed or names a CPU past
  * CPU_SETSIZE. */
 int cpu_list_parse(const char *s, cpu_set_t *set);
+/* *out = the CPUs of a that are not in b (out may be a or b). */
+void cpu_set_minus(cpu_set_t *out, const cpu_set_t *a, const cpu_set_t *b);
 /* The list of set's CPUs into buf (cap bytes): 0, or -1 when it does not fit. */
 int cpu_list_format(const cpu_set_t *set, char *buf, size_t cap);
 /* Timing CPUs for n evaluations, from the CPUs in allowed: the n highest (at most a quarter of

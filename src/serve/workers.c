@@ -175,8 +175,7 @@ static void reserve_timing_cpus(struct serve_pool *p)
 	if (cpu_claim_wanted() == CPU_PIN_OFF || sched_getaffinity(0, sizeof allowed, &allowed) != 0)
 		return;
 	if (cpu_claim_timing_cpus(&timing) == 0) {
-		CPU_XOR(&rest, &allowed, &timing);
-		CPU_AND(&rest, &rest, &allowed);
+		cpu_set_minus(&rest, &allowed, &timing);
 	} else if (cpu_claim_reserve(&allowed, p->nslots, NULL, &timing, &rest) != 0) {
 		return;
 	}

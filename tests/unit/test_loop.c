@@ -759,6 +759,15 @@ static void test_cpu_lists(void **state)
 	for (int i = 0; bad[i]; i++)
 		assert_int_equal(cpu_list_parse(bad[i], &set), -1);
 	assert_int_equal(cpu_list_parse(NULL, &set), -1);
+	/* a less b, also in place, b not within a */
+	cpu_set_t a, b;
+	assert_int_equal(cpu_list_parse("0-7", &a), 0);
+	assert_int_equal(cpu_list_parse("2-3,6,9", &b), 0);
+	cpu_set_minus(&set, &a, &b);
+	assert_int_equal(cpu_list_format(&set, buf, sizeof buf), 0);
+	assert_string_equal(buf, "0-1,4-5,7");
+	cpu_set_minus(&a, &a, &a);
+	assert_int_equal(CPU_COUNT(&a), 0);
 }
 
 static void write_siblings(const char *root, int cpu, const char *list)
