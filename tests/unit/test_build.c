@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "build/build.h"
+#include "build/build_int.h"
 #include "build/elfsyms.h"
 #include "util/clock.h"
 #include "util/diag.h"
@@ -726,9 +727,36 @@ static void test_device_ptx_builds(void **state)
 	ca_free_names(names, count);
 }
 
+/* nvcc's --threads: 2 by default, $CUDA_AGENT_NVCC_THREADS 1-8, 1 for nvcc before 11.2 or a
+ * version text without a release, 2 (with a warning) for a bad value. */
+static void test_nvcc_threads(void **state)
+{
+	const char *v13 = "Cuda compilation tools, release 13.0, V13.0.88";
+	(void)state;
+	unsetenv("CUDA_AGENT_NVCC_THREADS");
+	assert_int_equal(build_nvcc_threads(v13), 2);
+	assert_int_equal(build_nvcc_threads("Cuda compilation tools, release 11.2, V11.2.67"), 2);
+	assert_int_equal(build_nvcc_threads("Cuda compilation tools, release 11.1, V11.1.105"), 1);
+	assert_int_equal(build_nvcc_threads("Cuda compilation tools, release 10.2, V10.2.89"), 1);
+	assert_int_equal(build_nvcc_threads("no version here"), 1);
+	assert_int_equal(build_nvcc_threads(NULL), 1);
+	setenv("CUDA_AGENT_NVCC_THREADS", "1", 1);
+	assert_int_equal(build_nvcc_threads(v13), 1);
+	setenv("CUDA_AGENT_NVCC_THREADS", "4", 1);
+	assert_int_equal(build_nvcc_threads(v13), 4);
+	assert_int_equal(build_nvcc_threads("Cuda compilation tools, release 11.0, V11.0.2"), 1);
+	const char *bad[] = {"0", "9", "2x", "-1", "", NULL};
+	for (int i = 0; bad[i]; i++) {
+		setenv("CUDA_AGENT_NVCC_THREADS", bad[i], 1);
+		assert_int_equal(build_nvcc_threads(v13), 2);
+	}
+	unsetenv("CUDA_AGENT_NVCC_THREADS");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_nvcc_threads),
 		cmocka_unit_test(test_status_codes),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_no_sources),
