@@ -239,3 +239,37 @@ def test_median_call_ms_stops_early_far_above_the_range() -> None:
     assert filters.median_call_ms(slow_call) == 850.0 and len(calls) == 2
     times = iter([50.0, 9.0, 8.0, 5.0, 7.0, 6.0, 100.0, 4.0])
     assert filters.median_call_ms(lambda: next(times)) == 6.0
+
+
+def test_vec_isa_verdicts_replayed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """synth/vec_isa.py: a pool process answers inductor's ISA probe from the run's recorded
+    verdicts (by class, compiler flags and test program) and probes for itself otherwise."""
+    from torch._inductor import cpu_vec_isa as m
+
+    from cuda_agent_bridge.synth import vec_isa
+
+    real_calls: list[str] = []
+
+    def real(self: Any, code: str) -> bool:
+        real_calls.append(code)
+        return code == "builds"
+
+    # stand-ins for the probe and for inductor's list (its real one caches what it finds)
+    monkeypatch.setattr(m.VecISA, "check_build", real)  # both restored after the test
+    avx2, avx512 = m.VecAVX2(), m.VecAVX512()
+    monkeypatch.setattr(m, "valid_vec_isa_list", lambda: [
+        i for i, c in ((avx2, "builds"), (avx512, "fails")) if m.VecISA.check_build(i, c)])
+    seen = vec_isa.probe()  # every verdict recorded under its inputs, the probe put back
+    assert seen == {vec_isa._key(avx2, "builds"): True, vec_isa._key(avx512, "fails"): False}
+    assert m.VecISA.check_build is real
+    recorded = {vec_isa._key(avx2, "builds"): True, vec_isa._key(avx2, "fails"): False}
+    real_calls.clear()
+    vec_isa.install(recorded)
+    assert m.VecISA.check_build(avx2, "builds") is True
+    assert m.VecISA.check_build(avx2, "fails") is False
+    assert real_calls == []  # both answered from the record
+    assert m.VecISA.check_build(avx512, "builds") is True  # another class: probed for real
+    assert m.VecISA.check_build(avx2, "other") is False  # another program: probed for real
+    assert real_calls == ["builds", "other"]
+    vec_isa.install(None)  # nothing recorded: nothing replaced
+    assert m.VecISA.check_build(avx2, "builds") is True and len(real_calls) == 2

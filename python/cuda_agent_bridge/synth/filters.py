@@ -33,7 +33,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ..degenerate import Judge
 from ..tasks import DEFAULT_TOLERANCE
-from . import compose, similarity
+from . import compose, similarity, vec_isa
 from .catalog import PROBE_SHAPES, Json
 from .compose import load, run_probe
 
@@ -311,6 +311,13 @@ def _hide_gpu() -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
+def _pool_start(isa_verdicts: vec_isa.Verdicts | None) -> None:
+    """A pool process's start: no GPU, and inductor's vector-ISA probe answered from the run's
+    (synth/vec_isa.py)."""
+    _hide_gpu()
+    vec_isa.install(isa_verdicts)
+
+
 def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
                  progress: Any = None) -> Iterator[Json]:
     """Verdicts of tasks, in order: stages 1-5 in `jobs` processes (1: in this one) that live for
@@ -340,8 +347,10 @@ def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
         # One compile thread per worker: the pool is the parallelism. inductor otherwise
         # starts a compile pool of its own, as wide as the host, in each of the `jobs` workers.
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        # inductor's vector-ISA probe once here, not once in each of the `jobs` processes
+        verdicts = vec_isa.probe() if do_compile and tasks else None
         ex = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"),
-                                    initializer=_hide_gpu)
+                                    initializer=_pool_start, initargs=(verdicts,))
         try:
             futs = [ex.submit(cpu_verdict, t, do_compile) for t in tasks]
             for k, (t, f) in enumerate(zip(tasks, futs, strict=True)):
