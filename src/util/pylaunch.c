@@ -20,6 +20,11 @@ int ca_pythonpath_env(char *out, size_t size, const char *package_dir, enum pyth
 			return rc;
 		package_dir = dir;
 	}
+	/* Already first in the inherited path (a caller that set it before execing another): kept
+	 * once. */
+	size_t plen = strlen(package_dir);
+	if (old && strncmp(old, package_dir, plen) == 0 && (old[plen] == ':' || old[plen] == '\0'))
+		old = old[plen] == ':' ? old + plen + 1 : NULL;
 	if (ca_format(out, size, "PYTHONPATH=%s%s%s", package_dir, old && old[0] ? ":" : "",
 		      old && old[0] ? old : ""))
 		return ca_fail(d, CA_ERR_LIMIT, "PYTHONPATH too long");

@@ -18,7 +18,8 @@ enum pythonpath_mode { PYTHONPATH_OURS, PYTHONPATH_INHERIT };
 
 #define PYLAUNCH_ENV_MAX (3 * 4096) /* bytes of a PYTHONPATH= entry with an inherited path */
 
-/* "PYTHONPATH=<package_dir>[:$PYTHONPATH]" into out; package_dir NULL: <install root>/python,
+/* "PYTHONPATH=<package_dir>[:$PYTHONPATH]" into out (package_dir once: not again when the
+ * inherited path already begins with it); package_dir NULL: <install root>/python,
  * which must exist when who names the caller ("<who> needs cuda-agent's python/ folder"). 0, or
  * CA_ERR_LIMIT when out is too small (or a failure of ca_python_dir). */
 int ca_pythonpath_env(char *out, size_t size, const char *package_dir, enum pythonpath_mode mode,

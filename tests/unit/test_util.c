@@ -912,6 +912,19 @@ static void test_pythonpath(void **state)
 	assert_int_equal(ca_pythonpath_env(out, sizeof out, "/pkg", PYTHONPATH_INHERIT, NULL, &d),
 			 0);
 	assert_string_equal(out, "PYTHONPATH=/pkg");
+	/* already first (a caller that set it, then execs through this again): once */
+	setenv("PYTHONPATH", "/pkg:/user/site", 1);
+	assert_int_equal(ca_pythonpath_env(out, sizeof out, "/pkg", PYTHONPATH_INHERIT, NULL, &d),
+			 0);
+	assert_string_equal(out, "PYTHONPATH=/pkg:/user/site");
+	setenv("PYTHONPATH", "/pkg", 1);
+	assert_int_equal(ca_pythonpath_env(out, sizeof out, "/pkg", PYTHONPATH_INHERIT, NULL, &d),
+			 0);
+	assert_string_equal(out, "PYTHONPATH=/pkg");
+	setenv("PYTHONPATH", "/pkg2:/x", 1); /* a prefix of another entry is not the same entry */
+	assert_int_equal(ca_pythonpath_env(out, sizeof out, "/pkg", PYTHONPATH_INHERIT, NULL, &d),
+			 0);
+	assert_string_equal(out, "PYTHONPATH=/pkg:/pkg2:/x");
 	unsetenv("PYTHONPATH");
 	assert_int_equal(ca_pythonpath_env(tiny, sizeof tiny, "/a/long/package/dir",
 					   PYTHONPATH_OURS, NULL, &d),
