@@ -43,10 +43,11 @@ GEMM_TASK = ROOT / "tests/adversarial/tasks/gemm"
 GEMM_SOL = ROOT / "tests/adversarial/honest/cublas_sgemm"
 
 # The `iteration` part (issue 18): an agent's turn, warm, with nvcc run every time (--no-cache,
-# as for an edited candidate). (name, task, candidate, verify only, target of the p50 in s)
-ITERATION_CASES = (("cuBLAS GEMM, full evaluation", GEMM_TASK, GEMM_SOL, False, 1.5),
-                   ("small kernel, full evaluation", SMALL_TASK, SMALL_SOL, False, 1.0),
-                   ("small kernel, verify", SMALL_TASK, SMALL_SOL, True, 0.8))
+# as for an edited candidate). (name, task, candidate, verify only, the targets of the p50)
+ITERATION_CASES = (("cuBLAS GEMM, full evaluation", GEMM_TASK, GEMM_SOL, False,
+                    "<= 1.5 s, build <= 1.2 s"),
+                   ("small kernel, full evaluation", SMALL_TASK, SMALL_SOL, False, "<= 1.0 s"),
+                   ("small kernel, verify", SMALL_TASK, SMALL_SOL, True, "<= 0.8 s"))
 # Side by side: the current build and start, and plain nvcc (one phase at a time) with the
 # processes started after the build, as before issues 12 and 18.
 ITERATION_MODES: tuple[tuple[str, dict[str, str]], ...] = (("now", {}),
@@ -143,7 +144,8 @@ def iteration(build: Path, env: dict[str, str], n: int, report: dict) -> list[tu
     rounds = max(1, -(-n // per_round))
     out: dict[str, dict] = {}
     for name, task, sol, verify_only, target in ITERATION_CASES:
-        cli(build, ["eval", "--json", str(task), str(sol)], env)  # baselines into the cache
+        if not verify_only:  # baselines into the cache (verification needs none)
+            cli(build, ["eval", "--json", str(task), str(sol)], env)
         got: dict[str, list[dict]] = {m: [] for m, _ in ITERATION_MODES}
         for _ in range(rounds):
             for mode, extra in ITERATION_MODES:
@@ -174,7 +176,7 @@ def iteration(build: Path, env: dict[str, str], n: int, report: dict) -> list[tu
             rows.append((f"{name} [{mode}]",
                          f"{tot:.2f} s (p90 {p90:.2f}, build {b50:.2f})" if tot is not None
                          else "no result",
-                         f"<= {target} s" + (", build <= 1.2 s" if "GEMM" in name else "")))
+                         target))
         out[name] = case
     report["iteration"] = {"evaluations_per_mode": n, "cases": out}
     return rows

@@ -269,7 +269,7 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_li
 					usage_line);
 				return EXIT_USAGE;
 			}
-			c->verify_only = 1;
+			c->opts.mode = EVAL_VERIFY;
 			break;
 		case O_PYTHON: c->python = optarg; break;
 		case O_SANDBOX: c->opts.sandbox = true; break;
@@ -364,8 +364,6 @@ static int cmd_eval(int argc, char **argv)
 	rc = cli_parse_options(&c, argc, argv, usage);
 	if (rc)
 		return rc;
-	if (c.verify_only)
-		c.opts.mode = EVAL_VERIFY;
 	/* With --task every positional argument is a candidate. */
 	int first = c.task ? optind : optind + 1;
 	if (argc - first < 1) {

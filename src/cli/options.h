@@ -16,8 +16,8 @@ struct cli {
 	const char *python;
 	const char *device;
 	int json;
-	int eval_options; /* the command is eval: --verify-only is one of its options */
-	int verify_only;  /* eval --verify-only: EVAL_VERIFY */
+	int eval_options; /* the command is eval: --verify-only (opts.mode EVAL_VERIFY) is one of its
+			   * options */
 };
 
 int cli_parse_options(struct cli *c, int argc, char **argv, const char *usage_line);
