@@ -117,6 +117,27 @@ def test_degenerate_stochastic_and_broken_tasks_are_dropped() -> None:
     assert filters.verdict(slow, False)["stage"] == "runtime"
 
 
+def test_a_task_past_its_limit_is_dropped_at_its_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task whose checks run past CHECK_LIMIT_S costs its own verdict only: dropped at the
+    stage it was in, with the time it took, and the next task is checked as usual."""
+    monkeypatch.setattr(filters, "CHECK_LIMIT_S", 0.5)
+    slow = _task("(__import__('time').sleep(30), x)[1]")
+    v = filters.cpu_verdict(slow, False)
+    assert v["stage"] == "runs" and "more than 0.5 s" in v["why"], v
+    assert 0.4 < v["seconds"]["checks"] < 10
+    assert filters.cpu_verdict(_task("torch.tanh(x)"), False)["stage"] is None
+
+
+def test_verdicts_come_in_the_order_they_finish(tmp_path: Path) -> None:
+    """With a pool, a slow task holds up no other: the fast one's verdict comes first, and the
+    filter's file holds both, whatever the order (a resumed run skips them by id)."""
+    slow = dict(_task("(__import__('time').sleep(1), torch.tanh(x))[1]"), id="slow")
+    fast = dict(_task("torch.tanh(x) * 3"), id="fast")
+    got = [(t["id"], v["id"], v["stage"])
+           for t, v in filters.run_parallel([slow, fast], False, 2)]
+    assert got == [("fast", "fast", None), ("slow", "slow", None)]
+
+
 def test_steps_resume(cat: dict[str, Any], tmp_path: Path) -> None:
     (tmp_path / "catalog.json").write_text(json.dumps(cat))
     assert synth_main(["compose", "--dir", str(tmp_path), "-n", "10", "--seed", "3"]) == 0

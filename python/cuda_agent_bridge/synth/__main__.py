@@ -164,12 +164,11 @@ def step_filter(d: Path, kernelbench: Path | None, do_compile: bool, jobs: int) 
     for v in done:  # the kept set as it was
         if v.get("kept"):
             deco.kept[tuple(by_id[v["id"]]["ops"])] = v["id"]
-    todo = tasks[len(done):]
+    seen = {v["id"] for v in done}
+    todo = [t for t in tasks if t["id"] not in seen]  # verdicts come in the order they finish
     prog = Progress("filter", len(tasks), len(done))
-    rows: list[Json] = []
     wall0 = time.monotonic()
-    for t, v in zip(todo, filters.run_parallel(todo, do_compile, jobs,
-                                               lambda k: prog(len(done) + k)), strict=True):
+    for t, v in filters.run_parallel(todo, do_compile, jobs, lambda k: prog(len(done) + k)):
         if v["stage"] is None:
             t0 = time.perf_counter()
             failed = deco.check(t)
@@ -178,11 +177,7 @@ def step_filter(d: Path, kernelbench: Path | None, do_compile: bool, jobs: int) 
                 v["stage"], v["why"], info = failed
                 v.update(info)
         v["kept"] = v["stage"] is None
-        rows.append(v)
-        if len(rows) >= 20:  # written as they come: an interruption loses at most these
-            append_jsonl(path, rows)
-            rows = []
-    append_jsonl(path, rows)
+        append_jsonl(path, [v])  # each as it comes: an interruption loses none
     verdicts = read_jsonl(path)
     kept = sum(1 for v in verdicts if v.get("kept"))
     shown = Path(os.environ.get("CUDA_AGENT_SYNTH_DIR", str(d))) / path.name  # not the staging
@@ -307,7 +302,9 @@ def funnel(tasks: list[Json], verdicts: list[Json]) -> Json:
 
 def step_export(d: Path) -> int:
     tasks = read_jsonl(d / "tasks.jsonl")
-    verdicts = read_jsonl(d / "verdicts.jsonl")
+    order = {t["id"]: i for i, t in enumerate(tasks)}
+    # in task order: the filter writes verdicts in the order they finish
+    verdicts = sorted(read_jsonl(d / "verdicts.jsonl"), key=lambda v: order.get(v["id"], -1))
     by_id = {t["id"]: t for t in tasks}
     rows = [{"code": by_id[v["id"]]["code"], "ops": by_id[v["id"]]["ops"],
              "data_source": "cuda-agent-synth-llm" if by_id[v["id"]].get("source") == "llm"

@@ -12,17 +12,22 @@ Stages, in order; a task is dropped at the first it fails (the funnel counts eac
 6. ``runtime``: eager runtime in [1, 100] ms at the task's size, measured with CUDA events
    where a GPU is, else the composer's roofline estimate (marked ``estimated``). Stages 1-5 run
    on the CPU in parallel processes that never touch the GPU; stage 6 runs in one timing
-   process (Timer), one task at a time, while they check the next tasks;
+   process (Timer), one task at a time, while they check the next tasks. Each task's stages 1-5
+   have CHECK_LIMIT_S and its stage 6 TIMING_LIMIT_S: a task past its limit is dropped at the
+   stage it was in, and holds up no other (verdicts are taken in the order they finish);
 7. ``decontaminated``: its similarity (synth/similarity.py) to every KernelBench program of the
    given tree is at most 0.9;
-8. ``unique``: no task kept before it has the same operators in the same order (a near-copy:
-   sizes aside, the same computation).
+8. ``unique``: no task kept before it (in the order the verdicts finish) has the same operators
+   in the same order (a near-copy: sizes aside, the same computation).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import statistics
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -42,6 +47,37 @@ STAGES = ("runs", "deterministic", "stochastic", "degenerate", "compiles", "runt
 RUNTIME_MS = (1.0, 100.0)
 DECONTAMINATION_MAX = 0.9
 DRAWS = 4
+# One task's stages 1-5 on one CPU (its first torch.compile in a cold process: 3-25 s measured;
+# later ones about 1 s), and its stage 6 on the GPU (seconds at most: median_call_ms stops early
+# on a slow task). A task past either is dropped at the stage it was in.
+CHECK_LIMIT_S = 300.0
+TIMING_LIMIT_S = 120.0
+
+
+class TaskTimeout(BaseException):
+    """A task's stage ran past its limit (time_limit). Not an Exception: the stages' own
+    `except Exception` turn what a task's code raises into a verdict, and must not take this."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raises TaskTimeout in this thread once `seconds` have passed (SIGALRM; the main thread
+    only, else no limit). Python code is interrupted; one long C call (a single huge op) ends
+    first, then the exception is raised."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(_signum: int, _frame: Any) -> None:
+        raise TaskTimeout
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def _probe_batch(task: Json) -> int:
@@ -182,14 +218,24 @@ def cpu_verdict(task: Json, do_compile: bool) -> Json:
     """Stages 1-5 of one task, on the CPU (the parallel part): {id, stage, why[, compiled]}."""
     torch.set_num_threads(1)
     out: Json = {"id": task["id"], "stage": None, "why": ""}
-    t0 = time.perf_counter()
-    failed = check_eager(task)
-    secs = {"checks": round(time.perf_counter() - t0, 3)}
-    if failed is None and do_compile:
-        t0 = time.perf_counter()
-        failed = check_compile(task)
-        secs["compile"] = round(time.perf_counter() - t0, 3)
-        out["compiled"] = failed is None
+    secs: dict[str, float] = {}
+    failed: tuple[str, str] | None = None
+    stage, t0 = "checks", time.perf_counter()
+    try:
+        with time_limit(CHECK_LIMIT_S):
+            failed = check_eager(task)
+            secs["checks"] = round(time.perf_counter() - t0, 3)
+            if failed is None and do_compile:
+                stage, t0 = "compile", time.perf_counter()
+                failed = check_compile(task)
+                secs["compile"] = round(time.perf_counter() - t0, 3)
+                out["compiled"] = failed is None
+    except TaskTimeout:
+        secs[stage] = round(time.perf_counter() - t0, 3)
+        failed = ("compiles" if stage == "compile" else "runs",
+                  f"its {'torch.compile' if stage == 'compile' else 'eager checks'} took more "
+                  f"than {CHECK_LIMIT_S:g} s on the CPU")
+        torch._dynamo.reset()  # nothing of the interrupted compile is kept for the next task
     out["seconds"] = secs  # where a run's time goes (step_filter sums them)
     if failed is None and task.get("estimated_ms") is None:
         try:
@@ -210,8 +256,15 @@ def timed_verdict(task: Json, out: Json) -> Json:
         task = dict(task, estimated_ms=out["estimated_ms"])  # an LLM task's, from stage 1-5
     t0 = time.perf_counter()
     try:
-        ms, measured = runtime_ms(task)
+        with time_limit(TIMING_LIMIT_S):
+            ms, measured = runtime_ms(task)
         out.setdefault("seconds", {})["timing"] = round(time.perf_counter() - t0, 3)
+    except TaskTimeout:
+        out.setdefault("seconds", {})["timing"] = round(time.perf_counter() - t0, 3)
+        out["stage"] = "runtime"
+        out["why"] = f"its timing took more than {TIMING_LIMIT_S:g} s on the GPU"
+        out["gpu_fault"] = True  # the process is replaced: what it was doing may go on
+        return out
     except Exception as exc:  # noqa: BLE001 - out of memory at the task's size, say
         out["stage"], out["why"] = "runtime", f"{type(exc).__name__}: {str(exc)[:200]}"
         out["gpu_fault"] = True  # a CUDA error can be sticky: the process's context is lost
@@ -319,10 +372,11 @@ def _pool_start(isa_verdicts: vec_isa.Verdicts | None) -> None:
 
 
 def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
-                 progress: Any = None) -> Iterator[Json]:
-    """Verdicts of tasks, in order: stages 1-5 in `jobs` processes (1: in this one) that live for
-    the whole run; stage 6 in the Timer's process where a GPU is (else here: the estimate), one
-    task at a time, while the pool checks the next ones."""
+                 progress: Any = None) -> Iterator[tuple[Json, Json]]:
+    """(task, verdict) pairs in the order the verdicts finish (with `jobs` > 1; in task order
+    with 1), so that a slow task holds up no other: stages 1-5 in `jobs` processes (1: in this
+    one) that live for the whole run; stage 6 in the Timer's process where a GPU is (else here:
+    the estimate), one task at a time, while the pool checks the next ones."""
     timer = Timer() if torch.cuda.is_available() else None
     if timer is not None:
         timer.start()  # its process starts now, beside the checks' cold start
@@ -337,7 +391,7 @@ def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
     try:
         if jobs <= 1:
             for k, t in enumerate(tasks):
-                yield timed(t, cpu_verdict(t, do_compile))
+                yield t, timed(t, cpu_verdict(t, do_compile))
                 if progress:
                     progress(k + 1)
             return
@@ -352,9 +406,9 @@ def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
         ex = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"),
                                     initializer=_pool_start, initargs=(verdicts,))
         try:
-            futs = [ex.submit(cpu_verdict, t, do_compile) for t in tasks]
-            for k, (t, f) in enumerate(zip(tasks, futs, strict=True)):
-                yield timed(t, f.result())
+            futs = {ex.submit(cpu_verdict, t, do_compile): t for t in tasks}
+            for k, f in enumerate(cf.as_completed(futs)):
+                yield futs[f], timed(futs[f], f.result())
                 if progress:
                     progress(k + 1)
         finally:  # interrupted: what was not started is dropped, not waited for
