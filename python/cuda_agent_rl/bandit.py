@@ -3,9 +3,12 @@
 
 For each task a softmax over its arms (candidates: honest and fast, honest and slow, cheats of the
 adversarial suite); each step samples `--batch` arms per task, has the service evaluate every one
-(POST /v1/evaluate, the reward of docs/result.md) and moves the logits by REINFORCE with the
-batch's mean reward as the baseline (GRPO's group baseline). A result with reward null (an `env.*`
-failure of the service) is left out of the update, never scored.
+(POST /v1/evaluate, the reward of docs/result.md) and moves the logits by REINFORCE with GRPO's
+group-normalized advantage (the signal less the batch's mean, over the batch's standard
+deviation). The signal is the reward plus, for a correct result, its reward_continuous
+(`--signal shaped`, the default: two correct arms of the same discrete reward are told apart by
+speed), or the reward alone (`--signal reward`). A result with reward null (an `env.*` failure
+of the service) is left out of the update, never scored.
 
 What a run shows: whether the service's reward ranks the arms firmly enough that a
 policy-gradient learner converges to the fast honest kernel of every task and never to a cheat,
@@ -13,7 +16,7 @@ with the real measurement noise between evaluations. What it does not show: anyt
 language model writing kernels.
 
 Usage: python -m cuda_agent_rl.bandit --url URL --arms ARMS.json [--steps 30] [--batch 4]
-       [--lr 0.5] [--seed 0] [--out curve.jsonl] [--svg curve.svg]
+       [--lr 1.0] [--signal shaped|reward] [--seed 0] [--out curve.jsonl] [--svg curve.svg]
 
 ARMS.json: {"tasks": [{"name": N, "task_dir": DIR, "arms": [{"name": A, "kind":
 "fast" | "slow" | "cheat", "path": DIR or FILE, "format": "native" | "kernelbench", "rules"?:
@@ -84,10 +87,29 @@ def load_arms(spec_path: Path) -> list[Task]:
     return tasks
 
 
+# Added to the group's standard deviation: a group whose signals are all equal moves nothing,
+# and one whose spread is small (two honest arms 0.2 apart once the cheats are gone) still moves
+# at the full rate.
+ADV_EPS = 0.05
+
+
+def learning_signal(res: Json, shaped: bool) -> float | None:
+    """What the learner moves by: the service's reward; with `shaped`, a correct result's
+    reward plus its reward_continuous (t_compile / t), so that two correct arms of the same
+    discrete reward are told apart by their speed (on the H100, 2026-12-06, the fast and slow
+    honest GEMMs and rowsums both got 1: neither beat torch.compile by 5 %). None: not scored
+    (reward null, an env.* failure)."""
+    rw = res.get("reward")
+    if rw is None:
+        return None
+    extra = res.get("reward_continuous") if shaped and rw > 0 else None
+    return float(rw) + (float(extra) if isinstance(extra, (int, float)) else 0.0)
+
+
 def step(tasks: list[Task], evaluate: Evaluate, batch: int, lr: float, rng: random.Random,
-         workers: int = 8) -> list[Json]:
+         workers: int = 8, shaped: bool = True) -> list[Json]:
     """One step on every task: `batch` samples each, evaluated at once; the update. Its record
-    per task: the samples' arms and rewards, the policy after the update."""
+    per task: the samples' arms, rewards and learning signals, the policy after the update."""
     draws = [(t, rng.choices(range(len(t.arms)), weights=t.policy())[0])
              for t in tasks for _ in range(batch)]
     with cf.ThreadPoolExecutor(max(1, min(workers, len(draws)))) as ex:
@@ -95,17 +117,21 @@ def step(tasks: list[Task], evaluate: Evaluate, batch: int, lr: float, rng: rand
                                                  d[0].arms[d[1]].get("rules")), draws))
     records = []
     for t in tasks:
-        got = [(a, r.get("reward"), (r.get("reason") or {}).get("code"))
+        got = [(a, r.get("reward"), (r.get("reason") or {}).get("code"),
+                learning_signal(r, shaped))
                for (tt, a), r in zip(draws, results, strict=True) if tt is t]
-        scored = [(a, float(rw)) for a, rw, _ in got if rw is not None]
+        scored = [(a, sig) for a, _, _, sig in got if sig is not None]
         pi = t.policy()
         if len(scored) >= 2:
             base = sum(rw for _, rw in scored) / len(scored)
+            sd = (sum((rw - base) ** 2 for _, rw in scored) / len(scored)) ** 0.5
             for a, rw in scored:
+                adv = (rw - base) / (sd + ADV_EPS)  # GRPO's group-normalized advantage
                 for k in range(len(t.logits)):
-                    t.logits[k] += lr * (rw - base) * ((k == a) - pi[k]) / len(scored)
+                    t.logits[k] += lr * adv * ((k == a) - pi[k]) / len(scored)
         records.append({"task": t.name, "samples": [
-            {"arm": t.arms[a]["name"], "reward": rw, "code": code} for a, rw, code in got],
+            {"arm": t.arms[a]["name"], "reward": rw, "code": code, "signal": sig}
+            for a, rw, code, sig in got],
             "policy": {arm["name"]: round(p, 4)
                        for arm, p in zip(t.arms, t.policy(), strict=True)}, **t.shares()})
     return records
@@ -160,13 +186,14 @@ def svg(curve: list[list[Json]]) -> str:
 
 
 def run(tasks: list[Task], evaluate: Evaluate, steps: int, batch: int, lr: float, seed: int,
-        out: Path | None = None, log: Callable[[str], None] = print) -> list[list[Json]]:
+        out: Path | None = None, log: Callable[[str], None] = print,
+        shaped: bool = True) -> list[list[Json]]:
     rng = random.Random(seed)
     curve: list[list[Json]] = [[{"task": t.name, **t.shares()} for t in tasks]]
     f = out.open("w") if out else None
     try:
         for s in range(1, steps + 1):
-            recs = step(tasks, evaluate, batch, lr, rng)
+            recs = step(tasks, evaluate, batch, lr, rng, shaped=shaped)
             curve.append(recs)
             if f:
                 f.write(json.dumps({"step": s, "tasks": recs}) + "\n")
@@ -188,7 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arms", type=Path, required=True)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--lr", type=float, default=0.5)
+    ap.add_argument("--lr", type=float, default=1.0)
+    ap.add_argument("--signal", choices=("shaped", "reward"), default="shaped",
+                    help="shaped (default): a correct result's reward plus its reward_continuous; "
+                         "reward: the discrete reward alone")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--svg", type=Path)
@@ -210,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bandit: the service at {a.url} cannot be reached: {e}", file=sys.stderr)
         return 4
     curve = run(tasks, lambda t, c, r: client.evaluate(t, c, rules=r), a.steps, a.batch, a.lr,
-                a.seed, a.out)
+                a.seed, a.out, shaped=a.signal == "shaped")
     if a.svg:
         a.svg.write_text(svg(curve))
     for t, arms in arm_means(curve).items():

@@ -61,6 +61,31 @@ def test_converges_to_the_fast_arm_never_a_cheat(tmp_path: Path) -> None:
     assert picture.startswith("<svg") and picture.count("<polyline") == 4
 
 
+def test_shaped_signal_tells_apart_two_arms_of_the_same_reward() -> None:
+    """Two correct arms both rewarded 1 (neither beats torch.compile by 5 %): the discrete reward
+    gives the learner nothing to go by; the shaped signal (reward + reward_continuous) does."""
+    assert bandit.learning_signal({"reward": 1, "reward_continuous": 0.9}, True) == 1.9
+    assert bandit.learning_signal({"reward": 1, "reward_continuous": 0.9}, False) == 1.0
+    assert bandit.learning_signal({"reward": -1, "reward_continuous": 0.0}, True) == -1.0
+    assert bandit.learning_signal({"reward": None, "reward_continuous": 1.0}, True) is None
+    assert bandit.learning_signal({"reward": 1, "reward_continuous": None}, True) == 1.0
+    noise = random.Random(5)
+
+    def evaluate(task: dict[str, Any], cand: dict[str, Any], rules: str | None) -> dict[str, Any]:
+        kind = cand["files"]["kind"]
+        if kind == "cheat":
+            return {"reward": -1, "reward_continuous": None}
+        speed = {"fast": 0.95, "slow": 0.75}[kind] * (1 + noise.gauss(0, 0.03))
+        return {"reward": 1, "reward_continuous": speed}
+
+    shaped = bandit.run([arms_task("t")], evaluate, steps=30, batch=4, lr=1.0, seed=2,
+                        log=lambda _: None)
+    assert bandit.converged(shaped[-1]), shaped[-1]
+    plain = bandit.run([arms_task("t")], evaluate, steps=30, batch=4, lr=1.0, seed=2,
+                       log=lambda _: None, shaped=False)
+    assert plain[-1][0]["p_cheat"] <= 0.05 and not bandit.converged(plain[-1])
+
+
 def test_usage_errors(tmp_path: Path) -> None:
     assert bandit.main(["--url", "http://127.0.0.1:9", "--arms", str(tmp_path / "none.json")]) == 2
     spec = tmp_path / "arms.json"

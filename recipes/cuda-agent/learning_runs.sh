@@ -6,7 +6,7 @@
 #
 # Usage: recipes/cuda-agent/learning_runs.sh OUT_DIR
 #   env: CA_BUILD (default build/), PYTHON (python3 with torch; trl and datasets for GRPO),
-#        STEPS (bandit steps, 20), BATCH (4), GRPO_STEPS (20; 0 skips it), SLOTS (serve
+#        STEPS (bandit steps, 30), BATCH (4), GRPO_STEPS (20; 0 skips it), SLOTS (serve
 #        --gpu-slots, 3), PORT (8040).
 # Writes OUT_DIR/bandit.jsonl, bandit.svg, bandit.log, grpo/ (rollouts.jsonl, metrics.jsonl),
 # grpo.log, serve.log, metrics.txt (the service's Prometheus text at the end). Exit status: the
@@ -42,7 +42,7 @@ if [ "${GRPO_STEPS:-20}" -gt 0 ]; then
   grpo=$!
 fi
 "$py" -m cuda_agent_rl.bandit --url "$url" --arms recipes/cuda-agent/bandit_arms.json \
-  --steps "${STEPS:-20}" --batch "${BATCH:-4}" --out "$out/bandit.jsonl" --svg "$out/bandit.svg" \
+  --steps "${STEPS:-30}" --batch "${BATCH:-4}" --out "$out/bandit.jsonl" --svg "$out/bandit.svg" \
   2>&1 | tee "$out/bandit.log"
 rc=${PIPESTATUS[0]}
 echo "learning_runs: bandit exit $rc after $(( $(date +%s) - t0 )) s"
