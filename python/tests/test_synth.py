@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,20 @@ def test_steps_resume(cat: dict[str, Any], tmp_path: Path) -> None:
     assert len(read_jsonl(tmp_path / "verdicts.jsonl")) == 20  # nothing redone
     missing = tmp_path / "none"
     assert synth_main(["export", "--dir", str(missing)]) == 2 and not missing.exists()
+
+
+def test_timer_kills_a_call_that_does_not_return() -> None:
+    """A timing stuck where time_limit cannot reach (a CUDA call that never returns; here a
+    sleep) is given up after its limit: the process is killed and replaced, the next call runs."""
+    timer = filters.Timer()
+    assert timer.run(abs, -1, limit_s=120) == 1  # started: torch imported
+    first = timer.ex
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        timer.run(time.sleep, 60, limit_s=1.0)
+    assert time.monotonic() - t0 < 20 and timer.ex is not None and timer.ex is not first
+    assert timer.run(abs, -2, limit_s=120) == 2
+    timer.close()
 
 
 def test_compose_is_reproducible(cat: dict[str, Any]) -> None:

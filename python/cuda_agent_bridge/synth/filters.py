@@ -52,6 +52,9 @@ DRAWS = 4
 # on a slow task). A task past either is dropped at the stage it was in.
 CHECK_LIMIT_S = 300.0
 TIMING_LIMIT_S = 120.0
+# Past TIMING_LIMIT_S, this long for the timing process to raise TaskTimeout before it is killed
+# (the first task also waits for the process's start: torch's import and a CUDA context).
+TIMER_GRACE_S = 60.0
 
 
 class TaskTimeout(BaseException):
@@ -343,15 +346,43 @@ class Timer:
         self.close()
         self.start()
 
+    def kill(self) -> None:
+        """Ends the timing process at once (it is stuck in a call that does not return), and
+        starts its replacement."""
+        if self.ex is not None:
+            # the executor's own processes (a private attribute, there since Python 3.2)
+            for p in list((getattr(self.ex, "_processes", None) or {}).values()):
+                p.kill()
+            self.ex.shutdown(wait=False, cancel_futures=True)
+            self.ex = None
+        self.start()
+
+    def run(self, fn: Callable[..., Any], *args: Any, limit_s: float) -> Any:
+        """fn(*args) in the timing process; TimeoutError (the process killed and replaced)
+        when it has not returned after limit_s: a CUDA call that never returns is out of
+        time_limit's reach, which only interrupts Python code."""
+        import concurrent.futures as cf
+
+        fut = self._pool().submit(fn, *args)
+        try:
+            return fut.result(timeout=limit_s)
+        except cf.TimeoutError:
+            self.kill()
+            raise
+
     def __call__(self, task: Json, out: Json) -> Json:
         from concurrent.futures.process import BrokenProcessPool
 
         if out["stage"] is not None:
             return out
+        limit = TIMING_LIMIT_S + TIMER_GRACE_S
         try:
-            res: Json = self._pool().submit(timed_verdict, task, out).result()
+            res: Json = self.run(timed_verdict, task, out, limit_s=limit)
         except BrokenProcessPool:
             res = dict(out, stage="runtime", why="the timing process died", gpu_fault=True)
+        except TimeoutError:
+            return dict(out, stage="runtime", why=f"its timing did not end within {limit:g} s "
+                        "(the timing process was killed)")
         if res.pop("gpu_fault", False):
             self.restart()
         return res
