@@ -798,16 +798,20 @@ static int range_cb(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
+/* The most windows install_raw_filter takes: three text ranges, each split in two at most. */
+#define RAW_WINDOWS_MAX 6
+
 /* BPF: trap the calls of raw_calls unless made from one of the ranges (libc, the loader, this
- * probe). Each range must lie within one 4 GiB window (its upper 32 bits fixed). */
+ * probe). Each range must lie within one 4 GiB window (its upper 32 bits fixed): split_windows
+ * cuts one that crosses a boundary in two. */
 static int install_raw_filter(const struct text_range *ranges, size_t n)
 {
-	struct sock_filter f[8 + N_RAW + 8 * 4];
+	struct sock_filter f[4 + N_RAW + 5 * RAW_WINDOWS_MAX + 2];
 	size_t k = 0;
 	const unsigned off_nr = offsetof(struct seccomp_data, nr);
 	const unsigned off_arch = offsetof(struct seccomp_data, arch);
 	const unsigned off_ip = offsetof(struct seccomp_data, instruction_pointer);
-	if (n > 4)
+	if (n > RAW_WINDOWS_MAX)
 		return -1;
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, off_arch);
 	/* not x86-64 (x32 / i386 entry): allow; the index of ALLOW is patched below */
@@ -821,7 +825,7 @@ static int install_raw_filter(const struct text_range *ranges, size_t n)
 	size_t not_watched = k;
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 	size_t check_ip = k;
-	size_t allow_jumps[8], n_allow = 0;
+	size_t allow_jumps[RAW_WINDOWS_MAX], n_allow = 0;
 	for (size_t i = 0; i < n; i++) {
 		/* 5 instructions per range; a mismatch goes to the next range (+5 - position) */
 		f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, off_ip + 4);
@@ -851,19 +855,40 @@ static int install_raw_filter(const struct text_range *ranges, size_t n)
 	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog);
 }
 
+/* The ranges as windows of one 4 GiB each: a range that crosses a boundary (libc's text, where
+ * ASLR happens to place it so) becomes its part below the boundary and its part above. A text
+ * segment is far smaller than 4 GiB, so it crosses one boundary at most. Returns how many. */
+static size_t split_windows(const struct text_range *r, size_t n, struct text_range *w)
+{
+	size_t nw = 0;
+	for (size_t i = 0; i < n; i++) {
+		w[nw] = r[i];
+		if ((r[i].lo >> 32) != (r[i].last >> 32)) {
+			w[nw].last = r[i].lo | (uintptr_t)0xffffffffu;
+			w[++nw] = r[i];
+			w[nw].lo = r[i].last & ~(uintptr_t)0xffffffffu;
+		}
+		nw++;
+	}
+	return nw;
+}
+
 static void start_raw(void)
 {
 	struct text_range r[3] = {{.want = "libc.so"}, {.want = "ld-linux"}, {.want = NULL}};
+	struct text_range w[RAW_WINDOWS_MAX];
+	size_t nw;
 	r[2].addr = (uintptr_t)(void *)start_raw;
 	for (size_t i = 0; i < 3; i++) {
 		dl_iterate_phdr(range_cb, &r[i]);
-		if (!r[i].found || (r[i].lo >> 32) != (r[i].last >> 32)) {
+		if (!r[i].found || r[i].last - r[i].lo >= ((uintptr_t)1 << 32)) {
 			logf_(NULL, "note", "raw=off\twhy=the text of %s %s",
 			      r[i].want ? r[i].want : "the probe",
-			      r[i].found ? "crosses a 4 GiB boundary" : "was not found");
+			      r[i].found ? "spans 4 GiB or more" : "was not found");
 			return;
 		}
 	}
+	nw = split_windows(r, 3, w);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = on_sigsys;
@@ -874,9 +899,9 @@ static void start_raw(void)
 		return;
 	}
 	const char *nnp = "";
-	if (install_raw_filter(r, 3) != 0) {
+	if (install_raw_filter(w, nw) != 0) {
 		if (errno == EACCES && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-		    install_raw_filter(r, 3) == 0) {
+		    install_raw_filter(w, nw) == 0) {
 			nnp = "\tno_new_privs=set";
 		} else {
 			logf_(NULL, "note", "raw=off\twhy=seccomp: %s", strerror(errno));
