@@ -179,11 +179,13 @@ def check_compile(task: Json) -> tuple[str, str] | None:
     return None
 
 
-def runtime_ms(task: Json) -> tuple[float, bool]:
+def runtime_ms(task: Json, split: dict[str, float] | None = None) -> tuple[float, bool]:
     """(eager runtime in ms, measured): CUDA events at the task's size where a GPU is, else the
-    composer's estimate."""
+    composer's estimate. `split`, when given, gets where the timing's seconds went: ``setup``
+    (the model and its inputs made on the GPU) and ``calls`` (the timed and warm-up calls)."""
     if not torch.cuda.is_available():
         return float(task["estimated_ms"]), False
+    t0 = time.perf_counter()
     ns = load(task["code"])
     torch.manual_seed(0)
     with torch.device("cuda"):  # inputs made on the GPU: a 2 GiB randn on the CPU takes seconds
@@ -199,8 +201,14 @@ def runtime_ms(task: Json) -> tuple[float, bool]:
         e.synchronize()
         return float(s.elapsed_time(e))
 
+    torch.cuda.synchronize()
+    t1 = time.perf_counter()
     with torch.no_grad():
-        return median_call_ms(call), True
+        ms = median_call_ms(call)
+    if split is not None:
+        split["timing_setup"] = round(t1 - t0, 3)
+        split["timing_calls"] = round(time.perf_counter() - t1, 3)
+    return ms, True
 
 
 def median_call_ms(call: Callable[[], float]) -> float:
@@ -259,9 +267,11 @@ def timed_verdict(task: Json, out: Json) -> Json:
         task = dict(task, estimated_ms=out["estimated_ms"])  # an LLM task's, from stage 1-5
     t0 = time.perf_counter()
     try:
+        split: dict[str, float] = {}
         with time_limit(TIMING_LIMIT_S):
-            ms, measured = runtime_ms(task)
+            ms, measured = runtime_ms(task, split)
         out.setdefault("seconds", {})["timing"] = round(time.perf_counter() - t0, 3)
+        out["timing_split"] = split  # not under seconds: time_report sums those
     except TaskTimeout:
         out.setdefault("seconds", {})["timing"] = round(time.perf_counter() - t0, 3)
         out["stage"] = "runtime"
@@ -414,7 +424,11 @@ def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
 
     def timed(t: Json, v: Json) -> Json:
         if timer is not None:
-            return timer(t, v)
+            t0 = time.perf_counter()
+            res = timer(t, v)
+            if v["stage"] is None:  # the whole turn, the timing process's round trip included
+                res.setdefault("timing_split", {})["turn"] = round(time.perf_counter() - t0, 3)
+            return res
         v = timed_verdict(t, v)
         v.pop("gpu_fault", None)
         return v
