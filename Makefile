@@ -16,7 +16,7 @@ WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wconversion $
 CPPFLAGS = -D_GNU_SOURCE -Isrc -I$(BUILD)/include $(CUDA_INC) -MMD -MP
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c17 $(WARNINGS) -fno-strict-aliasing
-LDLIBS   := -ljansson -lmicrohttpd -lgnutls -lhiredis -lcurl -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
+LDLIBS   := -lz -ljansson -lmicrohttpd -lgnutls -lhiredis -lcurl -lsqlite3 -lxxhash -lseccomp -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 CORE_DIRS := util tensor task build bridge protocol device eval store import sandbox report bench workspace agent serve synth

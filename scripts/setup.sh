@@ -8,7 +8,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 apt_packages=(build-essential clang libclang-rt-14-dev pkg-config python3 python3-venv
   libjansson-dev libsqlite3-dev libxxhash-dev libdlpack-dev libcmocka-dev libseccomp-dev
-  libcurl4-openssl-dev libmicrohttpd-dev libgnutls28-dev libhiredis-dev redis-server chromium)
+  libcurl4-openssl-dev zlib1g-dev libmicrohttpd-dev libgnutls28-dev libhiredis-dev redis-server chromium)
 
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "build/nvcc_split.h"
 #include "build/rules.h"
 #include "util/clock.h"
 #include "util/fs.h"
@@ -480,7 +481,8 @@ static size_t link_flags_for(const struct candidate *c, const char *nvcc,
 
 /* Compiles, in parallel, every unit whose object and clean verdict the cache lacks. */
 static int compile_missing(const struct build_opts *opts, struct candidate *c, const char *nvcc,
-			   const char *nvcc_version, const char *kdir, double timeout_s,
+			   const char *nvcc_version, const char *kdir, const char *cache,
+			   double timeout_s,
 			   struct build_result *res, struct ca_diag *d)
 {
 	size_t to_compile = 0;
@@ -502,9 +504,14 @@ static int compile_missing(const struct build_opts *opts, struct candidate *c, c
 		jobs = MAX_JOBS;
 	if ((size_t)jobs > to_compile)
 		jobs = (int)to_compile;
+	char split_dir[PATH_MAX + 16];
+	bool split = nvcc_split_enabled(nvcc_version) &&
+		     snprintf(split_dir, sizeof split_dir, "%s/nvcc-split", cache) <
+			     (int)sizeof split_dir;
 	struct job j = {.units = c->units, .num_units = c->num_units, .nvcc = nvcc,
 			.arch = res->arch, .kdir = kdir, .include_dir = opts->include_dir,
-			.timeout_s = timeout_s, .nvcc_threads = build_nvcc_threads(nvcc_version)};
+			.timeout_s = timeout_s, .nvcc_threads = build_nvcc_threads(nvcc_version),
+			.split_dir = split ? split_dir : NULL};
 	ca_log_debug("build: compiling %zu of %zu units (%d jobs, %s)", to_compile, c->num_units,
 		     jobs, res->arch);
 	return build_compile_all(&j, jobs, d);
@@ -670,7 +677,7 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 		goto out;
 
 	/* (3) compile what the cache lacks, in parallel */
-	if ((rc = compile_missing(opts, &c, nvcc, version, kdir, timeout_s, res, d)))
+	if ((rc = compile_missing(opts, &c, nvcc, version, kdir, cache, timeout_s, res, d)))
 		goto out;
 	snprintf(kprefix, sizeof kprefix, "%s/", kdir);
 	rw[0] = (struct rewrite){.from = kprefix, .to = "kernels/"};

@@ -61,6 +61,8 @@ struct job {
 	const char *include_dir;
 	double timeout_s;
 	int nvcc_threads; /* nvcc's --threads (build_nvcc_threads); 1: left out */
+	/* where nvcc_split keeps its module id tags; NULL: plain nvcc (build/nvcc_split.h) */
+	const char *split_dir;
 };
 
 struct rewrite {

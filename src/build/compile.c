@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "build/hostasm.h"
+#include "build/nvcc_split.h"
 #include "util/fs.h"
 #include "util/pool.h"
 
@@ -329,7 +330,7 @@ static void compile_unit(struct job *j, size_t index)
 	argv[n++] = j->nvcc;
 	for (size_t i = 0; i < build_compile_flags_count; i++)
 		argv[n++] = build_compile_flags[i];
-	if (j->nvcc_threads > 1) {
+	if (j->nvcc_threads > 1 && !j->split_dir) {
 		snprintf(threads, sizeof threads, "%d", j->nvcc_threads);
 		argv[n++] = "--threads";
 		argv[n++] = threads;
@@ -346,7 +347,9 @@ static void compile_unit(struct job *j, size_t index)
 	argv[n++] = spath;
 	argv[n] = NULL;
 
-	u->run_rc = ca_run(argv, &ro, &rr, &rd);
+	if (!j->split_dir || nvcc_split_run(argv, src, j->split_dir, j->timeout_s, &rr, NULL) !=
+				     NVCC_SPLIT_DONE)
+		u->run_rc = ca_run(argv, &ro, &rr, &rd);
 	if (u->run_rc) {
 		u->failed = true;
 		u->log = strdup(rd.msg);

@@ -197,14 +197,13 @@ out:
 	return rc;
 }
 
-/* $CUDA_AGENT_NVCC_THREADS (1-8) or 2. With 2, nvcc runs its host branch (preprocessing,
- * cudafe++) and its device branch (preprocessing, cicc, ptxas, fatbinary) at once; they meet only
- * at the host compile (issue 18). The output is what one thread makes (the assembly identical but
- * for nvcc's temporary file name, which differs between any two runs; the same ptxas report).
- * On the 2-CPU CI-class machine, 8 builds each, alternating (2026-12-02): the cuBLAS GEMM
- * candidate 1.34 -> 1.25 s at the median, the rowsum kernel 1.07 -> 0.92 s. 1 is plain nvcc,
- * one phase at a time (what bench.py's `iteration` part compares against). nvcc before release
- * 11.2 has no --threads: 1 there, whatever was asked. */
+/* $CUDA_AGENT_NVCC_THREADS (1-8) or 2: nvcc's --threads, used where nvcc_split is not (it runs
+ * the steps itself). With 2, nvcc runs its two preprocessors at once; cicc still waits for
+ * cudafe++, whose module id it reads (build/nvcc_split.h), so that is all --threads overlaps.
+ * The output is what one thread makes (the assembly identical but for nvcc's temporary file
+ * name, which differs between any two runs; the same ptxas report). 1 is plain nvcc, one phase
+ * at a time (what bench.py's `iteration` part compares against, with the split off). nvcc
+ * before release 11.2 has no --threads: 1 there, whatever was asked. */
 int build_nvcc_threads(const char *nvcc_version)
 {
 	const char *env = getenv("CUDA_AGENT_NVCC_THREADS"), *rel;

@@ -49,20 +49,61 @@ mkdir -p "$tmp/nokernels"
 run "candidate without kernels/" 1 "$cli" compile --json --task "$data/tiny_task" "$tmp/nokernels"
 field "no kernels/ named" 'r["reason"]["code"] == "candidate.missing" and "kernels/" in r["reason"]["message"]'
 
-# ---- nvcc's --threads (issue 18): 1 is plain nvcc; the device code it makes is the same
-# byte for byte (the fatbinary: SASS and PTX), the host code differs only in nvcc's temporary
-# file names, as between any two builds
-for t in 1 2; do
-  CUDA_AGENT_CACHE="$tmp/threads$t" CUDA_AGENT_NVCC_THREADS=$t run "compile with CUDA_AGENT_NVCC_THREADS=$t" 0 \
-    "$cli" compile --json --no-cache --task tests/adversarial/tasks/gemm tests/adversarial/honest/smem_tiled_gemm
-  lib="$(find "$tmp/threads$t" -name '*.so' | head -1)"
-  objcopy -O binary --only-section=.nv_fatbin "$lib" "$tmp/fatbin$t" 2>/dev/null || true
+# ---- how nvcc runs (issue 18): plain (one step at a time), --threads 2, and its steps split by
+# build/nvcc_split.h (the first compile learns the module id's tag, the next ones predict it,
+# and a wrong tag is found and learned again). Every library is plain nvcc's byte for byte but
+# for nvcc's temporary file name (which differs between any two builds), and so is the device
+# code (the fatbinary: SASS and PTX)
+same_but_tmpname() {
+  "$py" - "$1" "$2" <<'PY'
+import re, sys
+a, b = (re.sub(rb"tmpxft_[0-9a-f]{8}_", b"tmpxft_XXXXXXXX_", open(p, "rb").read())
+        for p in sys.argv[1:3])
+sys.exit(0 if a and a == b else 1)
+PY
+}
+nvcc_mode() { # name, env..., then the compile's log in $tmp/err and its library in $tmp/lib.$name
+  local name="$1"; shift
+  env "$@" CUDA_AGENT_LOG=debug "$cli" compile --json --no-cache --task tests/adversarial/tasks/gemm \
+    tests/adversarial/honest/smem_tiled_gemm >"$tmp/out" 2>"$tmp/err"
+  local rc=$? lib
+  lib="$(find "$tmp/nvcc_$name" -name '*.so' 2>/dev/null | head -1)"
+  if [ $rc -eq 0 ] && [ -n "$lib" ]; then cp "$lib" "$tmp/lib.$name"; ok "compile with nvcc $name"
+  else bad "compile with nvcc $name: exit $rc" "$(tail -c 300 "$tmp/err")"; fi
+}
+split_cache="$tmp/nvcc_split"
+nvcc_mode plain CUDA_AGENT_CACHE="$tmp/nvcc_plain" CUDA_AGENT_NVCC_THREADS=1 CUDA_AGENT_NVCC_SPLIT=0
+nvcc_mode threads2 CUDA_AGENT_CACHE="$tmp/nvcc_threads2" CUDA_AGENT_NVCC_THREADS=2 CUDA_AGENT_NVCC_SPLIT=0
+nvcc_mode split CUDA_AGENT_CACHE="$split_cache" CUDA_AGENT_NVCC_SPLIT=1
+if grep -q "the steps ran one after the other" "$tmp/err"; then ok "split: the first compile learns the tag"; else bad "split: the first compile did not learn" "$(tail -c 300 "$tmp/err")"; fi
+tag="$(find "$split_cache" -name '*.tag' | head -1)"
+learned="$(cat "$tag" 2>/dev/null)"
+if [ -n "$learned" ]; then ok "split: tag $learned kept"; else bad "split: no tag kept"; fi
+rm -rf "$tmp/nvcc_split2"; mkdir -p "$tmp/nvcc_split2/build"; cp -r "$split_cache/build/nvcc-split" "$tmp/nvcc_split2/build/"
+nvcc_mode split2 CUDA_AGENT_CACHE="$tmp/nvcc_split2" CUDA_AGENT_NVCC_SPLIT=1
+if grep -q "the branches ran at once" "$tmp/err"; then ok "split: the next compile runs the branches at once"; else bad "split: the next compile did not predict" "$(tail -c 300 "$tmp/err")"; fi
+rm -rf "$tmp/nvcc_split3"; mkdir -p "$tmp/nvcc_split3/build"; cp -r "$split_cache/build/nvcc-split" "$tmp/nvcc_split3/build/"
+printf 'deadbeef' > "$(find "$tmp/nvcc_split3" -name '*.tag' | head -1)"
+nvcc_mode split3 CUDA_AGENT_CACHE="$tmp/nvcc_split3" CUDA_AGENT_NVCC_SPLIT=1
+if grep -q "not the predicted" "$tmp/err" && [ "$(cat "$(find "$tmp/nvcc_split3" -name '*.tag' | head -1)")" = "$learned" ]; then
+  ok "split: a wrong tag is found, the device steps rerun and the tag learned again"
+else bad "split: a wrong tag was not found and learned again" "$(tail -c 300 "$tmp/err")"; fi
+for m in threads2 split split2 split3; do
+  if same_but_tmpname "$tmp/lib.plain" "$tmp/lib.$m"; then ok "nvcc $m: plain nvcc's library but for the temporary name"
+  else bad "nvcc $m made a library that is not plain nvcc's"; fi
+  objcopy -O binary --only-section=.nv_fatbin "$tmp/lib.plain" "$tmp/fatbin.plain" 2>/dev/null || true
+  objcopy -O binary --only-section=.nv_fatbin "$tmp/lib.$m" "$tmp/fatbin.$m" 2>/dev/null || true
+  if [ -s "$tmp/fatbin.plain" ] && cmp -s "$tmp/fatbin.plain" "$tmp/fatbin.$m"; then
+    ok "nvcc $m and plain nvcc: the same fatbinary ($(stat -c %s "$tmp/fatbin.plain") bytes)"
+  else bad "nvcc $m and plain nvcc made different device code (or none)"; fi
 done
-if [ -s "$tmp/fatbin1" ] && cmp -s "$tmp/fatbin1" "$tmp/fatbin2"; then
-  ok "nvcc --threads 2 and plain nvcc: the same fatbinary ($(stat -c %s "$tmp/fatbin1") bytes)"
-else
-  bad "nvcc --threads 2 and plain nvcc made different device code (or none)"
-fi
+for m in 0 1; do # a compile error reads the same
+  CUDA_AGENT_CACHE="$split_cache" CUDA_AGENT_NVCC_SPLIT=$m run "syntax error with split=$m" 1 \
+    "$cli" compile --json --no-cache --task "$data/tiny_task" "$data/broken_syntax"
+  "$py" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["reason"]["message"])' "$tmp/out" >"$tmp/syntax$m"
+done
+if [ -s "$tmp/syntax0" ] && cmp -s "$tmp/syntax0" "$tmp/syntax1"; then ok "a compile error reads the same split or not"
+else bad "a compile error differs split or not" "$(diff "$tmp/syntax0" "$tmp/syntax1" | head -5)"; fi
 CUDA_AGENT_NVCC_THREADS=9 run "a bad CUDA_AGENT_NVCC_THREADS warns and builds" 0 "$cli" compile --json --no-cache --task "$data/tiny_task" "$data/good"
 if grep -q "CUDA_AGENT_NVCC_THREADS=9 is not a number 1-8" "$tmp/err"; then ok "bad CUDA_AGENT_NVCC_THREADS named"; else bad "bad CUDA_AGENT_NVCC_THREADS not named" "$(tail -c 300 "$tmp/err")"; fi
 run "--verify-only is eval's" 2 "$cli" verify --verify-only "$data/good"

@@ -19,6 +19,7 @@
 
 #include "build/build.h"
 #include "build/build_int.h"
+#include "build/nvcc_split.h"
 #include "build/elfsyms.h"
 #include "util/clock.h"
 #include "util/diag.h"
@@ -753,10 +754,40 @@ static void test_nvcc_threads(void **state)
 	unsetenv("CUDA_AGENT_NVCC_THREADS");
 }
 
+/* The module id nvcc 13.0 wrote for these paths and flags (`nvcc -keep`, 2026-12-06), and when
+ * the split is used. */
+static void test_nvcc_split_module_id(void **state)
+{
+	char id[128];
+	(void)state;
+	assert_int_equal(nvcc_split_module_id("/tmp/mid/k.cu", "e6581e9d", id, sizeof id), 0);
+	assert_string_equal(id, "_b9089ee6_4_k_cu_e6581e9d");
+	assert_int_equal(nvcc_split_module_id("/tmp/mid/kernel.cu", "e6581e9d", id, sizeof id), 0);
+	assert_string_equal(id, "_a73cca9e_9_kernel_cu_e6581e9d");
+	assert_int_equal(nvcc_split_module_id("/tmp/mid/sub/k.cu", "e6581e9d", id, sizeof id), 0);
+	assert_string_equal(id, "_d881e001_4_k_cu_e6581e9d");
+	assert_int_equal(nvcc_split_module_id("/tmp/mid/g.cu", "35004a26", id, sizeof id), 0);
+	assert_string_equal(id, "_f3de215e_4_g_cu_35004a26");
+	assert_int_equal(nvcc_split_module_id("/tmp/mid/k.cu", "e6581e9d", id, 12), CA_ERR_LIMIT);
+
+	const char *v13 = "Cuda compilation tools, release 13.0, V13.0.88";
+	const char *v12 = "Cuda compilation tools, release 12.4, V12.4.131";
+	unsetenv("CUDA_AGENT_NVCC_SPLIT");
+	assert_true(nvcc_split_enabled(v13));
+	assert_false(nvcc_split_enabled(v12)); /* not tested with: plain nvcc */
+	assert_false(nvcc_split_enabled(NULL));
+	setenv("CUDA_AGENT_NVCC_SPLIT", "0", 1);
+	assert_false(nvcc_split_enabled(v13));
+	setenv("CUDA_AGENT_NVCC_SPLIT", "1", 1);
+	assert_true(nvcc_split_enabled(v12));
+	unsetenv("CUDA_AGENT_NVCC_SPLIT");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nvcc_threads),
+		cmocka_unit_test(test_nvcc_split_module_id),
 		cmocka_unit_test(test_status_codes),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_no_sources),

@@ -1,0 +1,508 @@
+/* nvcc_split: nvcc's steps from its dry run, the host and device branches at once (the header
+ * says why the output is nvcc's own). */
+#include "build/nvcc_split.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "build/build_int.h"
+#include "util/clock.h"
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/log.h"
+
+#define MAX_STEPS 24
+#define MAX_ENV 24
+#define DRYRUN_MAX (256u << 10)
+#define MODULE_ID_MAX 512
+#define TAG_MAX 64
+
+enum step_kind { STEP_HOST_CPP, STEP_CUDAFE, STEP_DEVICE_CPP, STEP_CICC, STEP_PTXAS,
+		 STEP_FATBINARY, STEP_RM, STEP_HOST_COMPILE };
+
+struct step {
+	char *line; /* the shell command line, as nvcc's dry run prints it (owned) */
+	char *predicted_line; /* cicc's, reading the predicted module id (owned; cicc only) */
+	enum step_kind kind;
+	bool ran, started, ok;
+	struct ca_run_result rr;
+};
+
+struct split {
+	struct step steps[MAX_STEPS];
+	size_t n;
+	char *env[MAX_ENV + 2]; /* "K=V" (owned), then TMPDIR, NULL */
+	size_t nenv;
+	char tmpdir_env[PATH_MAX + 8];
+	char module_id_file[PATH_MAX];
+	char predicted_id[MODULE_ID_MAX]; /* step 2's, when there is a tag */
+	double deadline;
+	bool timed_out, start_failed;
+};
+
+bool nvcc_split_enabled(const char *nvcc_version)
+{
+	const char *env = getenv("CUDA_AGENT_NVCC_SPLIT");
+	if (env && strcmp(env, "0") == 0)
+		return false;
+	if (env && strcmp(env, "1") == 0)
+		return true;
+	return nvcc_version && strstr(nvcc_version, "release 13.0,") != NULL;
+}
+
+static bool safe_arg(const char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || strchr("_./+=,:-", *s)))
+			return false;
+	return true;
+}
+
+/* A dry-run line holds nothing the shell would read as more than words, quotes and variables
+ * (its arguments passed safe_arg; this guards against what nvcc adds). */
+static bool safe_line(const char *s)
+{
+	return strpbrk(s, "`;|&<>\\()*?!'#~{}[]\n\r") == NULL;
+}
+
+int nvcc_split_module_id(const char *src_abs, const char *tag, char *out, size_t out_size)
+{
+	const char *name = strrchr(src_abs, '/');
+	char mangled[PATH_MAX];
+	size_t k = 0;
+	unsigned long crc = crc32(0L, (const Bytef *)src_abs, (uInt)strlen(src_abs));
+
+	name = name ? name + 1 : src_abs;
+	for (; name[k] && k + 1 < sizeof mangled; k++) {
+		char c = name[k];
+		mangled[k] = (char)(((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+				     (c >= '0' && c <= '9')) ? c : '_');
+	}
+	mangled[k] = '\0';
+	int m = snprintf(out, out_size, "_%08lx_%zu_%s_%s", crc, strlen(name), mangled, tag);
+	return m < 0 || (size_t)m >= out_size ? CA_ERR_LIMIT : 0;
+}
+
+/* The program a line runs, classified; -1 for one the split does not know. */
+static int classify(const char *line)
+{
+	char prog[PATH_MAX];
+	const char *p = line, *base;
+	size_t n;
+	if (*p == '"') {
+		p++;
+		n = strcspn(p, "\"");
+	} else {
+		n = strcspn(p, " ");
+	}
+	if (n == 0 || n >= sizeof prog)
+		return -1;
+	memcpy(prog, p, n);
+	prog[n] = '\0';
+	base = strrchr(prog, '/');
+	base = base ? base + 1 : prog;
+	if (strcmp(base, "cudafe++") == 0)
+		return STEP_CUDAFE;
+	if (strcmp(base, "cicc") == 0)
+		return STEP_CICC;
+	if (strcmp(base, "ptxas") == 0)
+		return STEP_PTXAS;
+	if (strcmp(base, "fatbinary") == 0)
+		return STEP_FATBINARY;
+	if (strcmp(base, "rm") == 0)
+		return STEP_RM;
+	if (strcmp(base, "nvlink") == 0 || strncmp(base, "cudafe", 6) == 0 || strchr(base, '$'))
+		return -1;
+	if (!strstr(line, " -E "))
+		return STEP_HOST_COMPILE;
+	return strstr(line, "-D__CUDA_ARCH__=") ? STEP_DEVICE_CPP : STEP_HOST_CPP;
+}
+
+/* The quoted path after `flag "` in line, into out. */
+static bool quoted_after(const char *line, const char *flag, char *out, size_t size)
+{
+	const char *p = strstr(line, flag);
+	size_t n;
+	if (!p)
+		return false;
+	p += strlen(flag);
+	n = strcspn(p, "\"");
+	if (p[n] != '"' || n == 0 || n >= size)
+		return false;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return true;
+}
+
+static void split_free(struct split *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->steps[i].line);
+		free(s->steps[i].predicted_line);
+		if (s->steps[i].ran)
+			ca_run_result_free(&s->steps[i].rr);
+	}
+	for (size_t i = 0; i < s->nenv; i++)
+		free(s->env[i]);
+}
+
+/* Keeps an environment line of the dry run when its value is one shell word ("_SPACE_= " is
+ * a space); the others (INCLUDES="-I..." "-I...") name what the steps already spell out. */
+static int add_env(struct split *s, const char *line, size_t len)
+{
+	const char *eq = memchr(line, '=', len);
+	if (!eq || s->nenv >= MAX_ENV)
+		return s->nenv >= MAX_ENV ? -1 : 0;
+	bool simple = true;
+	for (const char *p = eq + 1; p < line + len; p++)
+		if (*p == ' ' || *p == '"' || *p == '\t')
+			simple = false;
+	if (!simple && !(eq - line == 7 && strncmp(line, "_SPACE_", 7) == 0))
+		return 0;
+	for (size_t i = 0; i < s->nenv; i++) { /* a later line replaces an earlier one */
+		if (strncmp(s->env[i], line, (size_t)(eq - line) + 1) == 0) {
+			free(s->env[i]);
+			s->env[i] = s->env[--s->nenv];
+		}
+	}
+	if (!(s->env[s->nenv] = strndup(line, len)))
+		return -1;
+	s->nenv++;
+	return 0;
+}
+
+/* The dry run's lines into s: environment and steps, in the expected shape (host preprocessing,
+ * cudafe++ writing the module id, the device steps with cicc reading it, the host compile). */
+static int parse_dryrun(struct split *s, const char *text)
+{
+	for (const char *p = text; p && *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		const char *l = p;
+		p = eol ? eol + 1 : p + len;
+		if (len < 3 || strncmp(l, "#$ ", 3) != 0)
+			continue;
+		l += 3;
+		len -= 3;
+		size_t name = strspn(l, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789");
+		if (name > 0 && name < len && l[name] == '=') {
+			if (add_env(s, l, len))
+				return -1;
+			continue;
+		}
+		if (s->n >= MAX_STEPS || !(s->steps[s->n].line = strndup(l, len)))
+			return -1;
+		char *line = s->steps[s->n].line;
+		while (len > 0 && line[len - 1] == ' ') /* nvcc ends some lines with a space */
+			line[--len] = '\0';
+		int kind = classify(line);
+		if (kind < 0 || !safe_line(line))
+			return -1;
+		s->steps[s->n++].kind = (enum step_kind)kind;
+	}
+	if (s->n < 5 || s->steps[0].kind != STEP_HOST_CPP || s->steps[1].kind != STEP_CUDAFE ||
+	    s->steps[s->n - 1].kind != STEP_HOST_COMPILE ||
+	    !strstr(s->steps[1].line, "--gen_module_id_file ") ||
+	    !quoted_after(s->steps[1].line, "--module_id_file_name \"", s->module_id_file,
+			  sizeof s->module_id_file))
+		return -1;
+	size_t cicc = 0;
+	for (size_t i = 2; i + 1 < s->n; i++) {
+		char mid[PATH_MAX];
+		enum step_kind k = s->steps[i].kind;
+		if (k == STEP_HOST_CPP || k == STEP_CUDAFE || k == STEP_HOST_COMPILE)
+			return -1;
+		if (k != STEP_CICC)
+			continue;
+		if (!quoted_after(s->steps[i].line, "--module_id_file_name \"", mid, sizeof mid) ||
+		    strcmp(mid, s->module_id_file) != 0)
+			return -1;
+		cicc++;
+	}
+	return cicc ? 0 : -1;
+}
+
+/* Runs step i (its predicted line when asked). False when it did not succeed. */
+static bool run_step(struct split *s, size_t i, bool predicted)
+{
+	struct step *st = &s->steps[i];
+	const char *argv[] = {"/bin/sh", "-c",
+			      predicted && st->predicted_line ? st->predicted_line : st->line, NULL};
+	struct ca_run_opts ro = {.env_add = (const char *const *)s->env, .stdout_cap = 256u << 10,
+				 .stderr_cap = 1u << 20};
+	struct ca_diag d;
+	double left = s->deadline - ca_now();
+
+	if (st->kind == STEP_RM) /* nvcc's removal of a file it did not make: our directory goes */
+		return true;
+	if (st->ran) {
+		ca_run_result_free(&st->rr);
+		st->ran = false;
+	}
+	st->started = true;
+	if (left <= 0) {
+		s->timed_out = true;
+		return false;
+	}
+	ro.timeout_s = left;
+	if (ca_run(argv, &ro, &st->rr, &d) != 0) {
+		s->start_failed = true;
+		return false;
+	}
+	st->ran = true;
+	if (st->rr.timed_out)
+		s->timed_out = true;
+	st->ok = !st->rr.timed_out && !st->rr.term_signal && st->rr.exit_code == 0;
+	return st->ok;
+}
+
+struct branch {
+	struct split *s;
+	size_t from, to; /* steps [from, to) */
+	bool predicted, ok;
+};
+
+static void *run_branch(void *arg)
+{
+	struct branch *b = arg;
+	b->ok = true;
+	for (size_t i = b->from; i < b->to && b->ok; i++)
+		b->ok = run_step(b->s, i, b->predicted);
+	return NULL;
+}
+
+/* The steps' output in nvcc's order up to the first that failed, as nvcc's run into rr. */
+static int finish(struct split *s, struct ca_run_result *rr)
+{
+	size_t len = 0, at = 0;
+	memset(rr, 0, sizeof *rr);
+	for (size_t i = 0; i < s->n; i++)
+		if (s->steps[i].ran)
+			len += s->steps[i].rr.err_len + s->steps[i].rr.out_len;
+	if (!(rr->err = malloc(len + 1)) || !(rr->out = calloc(1, 1))) {
+		free(rr->err);
+		rr->err = NULL;
+		return -1;
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		struct step *st = &s->steps[i];
+		if (!st->started)
+			continue;
+		if (st->ran) {
+			memcpy(rr->err + at, st->rr.err ? st->rr.err : "", st->rr.err_len);
+			at += st->rr.err_len;
+			memcpy(rr->err + at, st->rr.out ? st->rr.out : "", st->rr.out_len);
+			at += st->rr.out_len;
+			rr->seconds += st->rr.seconds;
+		}
+		if (st->kind != STEP_RM && !st->ok) {
+			rr->timed_out = s->timed_out;
+			rr->term_signal = st->ran ? st->rr.term_signal : 0;
+			rr->exit_code = st->ran && st->rr.exit_code ? st->rr.exit_code : 1;
+			break;
+		}
+	}
+	rr->err[at] = '\0';
+	rr->err_len = at;
+	return 0;
+}
+
+static void tag_path(const char *const *argv, const char *src_abs, const char *tag_dir,
+		     char *out, size_t size)
+{
+	struct ca_hasher h;
+	char hex[CA_HASH_HEX_LEN + 1] = "none";
+	if (ca_hasher_init(&h) == 0) {
+		for (size_t i = 0; argv[i]; i++) {
+			bool out_arg = i > 0 && strcmp(argv[i - 1], "-o") == 0;
+			ca_hasher_update_str(&h, strcmp(argv[i], src_abs) == 0 ? "<src>" :
+						 out_arg ? "<out>" : argv[i]);
+		}
+		ca_hasher_final_hex(&h, hex);
+		ca_hasher_free(&h);
+	}
+	snprintf(out, size, "%s/%s.tag", tag_dir, hex);
+}
+
+/* The tag of the module id cudafe++ wrote (`_<crc>_<len>_<name>_<tag>`), kept for the next
+ * compile with these flags; nothing is kept when the id is not of that form. */
+static void learn_tag(const char *id, const char *src_abs, const char *path)
+{
+	char prefix[MODULE_ID_MAX];
+	if (nvcc_split_module_id(src_abs, "", prefix, sizeof prefix) != 0 ||
+	    strncmp(id, prefix, strlen(prefix)) != 0)
+		return;
+	const char *tag = id + strlen(prefix);
+	if (!tag[0] || strlen(tag) >= TAG_MAX || strspn(tag, "abcdefghijklmnopqrstuvwxyz"
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(tag))
+		return;
+	build_write_cache_file(path, tag);
+}
+
+/* The dry run's steps into s, in a private temporary directory (dir). */
+static int dry_run(const char *const *argv, struct split *s, const char *dir)
+{
+	const char *dargv[64];
+	const char *env[] = {s->tmpdir_env, NULL};
+	struct ca_run_opts ro = {.env_add = env, .timeout_s = 30, .stdout_cap = 64u << 10,
+				 .stderr_cap = DRYRUN_MAX};
+	struct ca_run_result rr;
+	struct ca_diag d;
+	size_t n = 0;
+	int rc = -1;
+
+	snprintf(s->tmpdir_env, sizeof s->tmpdir_env, "TMPDIR=%s", dir);
+	dargv[n++] = argv[0];
+	dargv[n++] = "-dryrun";
+	for (size_t i = 1; argv[i]; i++) {
+		if (n + 1 >= sizeof dargv / sizeof dargv[0] || !safe_arg(argv[i]))
+			return -1;
+		dargv[n++] = argv[i];
+	}
+	dargv[n] = NULL;
+	if (ca_run(dargv, &ro, &rr, &d) != 0)
+		return -1;
+	if (!rr.timed_out && !rr.term_signal && rr.exit_code == 0 && !rr.err_dropped && rr.err)
+		rc = parse_dryrun(s, rr.err);
+	ca_run_result_free(&rr);
+	if (rc == 0) {
+		s->env[s->nenv] = s->tmpdir_env; /* not owned: split_free stops at nenv */
+		s->env[s->nenv + 1] = NULL;
+	}
+	return rc;
+}
+
+static bool read_module_id(const struct split *s, char *out, size_t size)
+{
+	char *text = NULL;
+	size_t len = 0;
+	if (ca_read_file(s->module_id_file, MODULE_ID_MAX, &text, &len, NULL) != 0)
+		return false;
+	bool ok = len > 0 && len < size;
+	if (ok)
+		memcpy(out, text, len + 1);
+	free(text);
+	return ok;
+}
+
+/* Step 2 of the header: the predicted id written beside the real one's file, and cicc's lines
+ * pointed at it. False when there is no tag yet (or the id cannot be written). */
+static bool predict(struct split *s, const char *src_abs, const char *tag_file)
+{
+	char *tag = NULL, *id = s->predicted_id, pred[PATH_MAX + 8];
+	size_t len = 0;
+	bool ok = false;
+
+	if (ca_read_file(tag_file, TAG_MAX, &tag, &len, NULL) != 0)
+		return false;
+	if (snprintf(pred, sizeof pred, "%s.pred", s->module_id_file) >= (int)sizeof pred ||
+	    nvcc_split_module_id(src_abs, tag, id, sizeof s->predicted_id) != 0 ||
+	    ca_write_file_atomic(pred, id, strlen(id), NULL) != 0)
+		goto out;
+	for (size_t i = 0; i < s->n; i++) {
+		struct step *st = &s->steps[i];
+		if (st->kind != STEP_CICC)
+			continue;
+		char from[PATH_MAX + 32], to[PATH_MAX + 40];
+		size_t cap = strlen(st->line) + 16;
+		snprintf(from, sizeof from, "--module_id_file_name \"%s\"", s->module_id_file);
+		snprintf(to, sizeof to, "--module_id_file_name \"%s\"", pred);
+		if (!(st->predicted_line = malloc(cap)))
+			goto out;
+		snprintf(st->predicted_line, cap, "%s", st->line);
+		build_replace_all(st->predicted_line, cap, from, to);
+	}
+	ok = true;
+out:
+	free(tag);
+	return ok;
+}
+
+int nvcc_split_run(const char *const *argv, const char *src_abs, const char *tag_dir,
+		   double timeout_s, struct ca_run_result *rr, bool *predicted)
+{
+	struct split *s = calloc(1, sizeof *s);
+	char dir[PATH_MAX], tag_file[PATH_MAX], real_id[MODULE_ID_MAX];
+	int out = NVCC_SPLIT_FALLBACK;
+	bool pred = false, made_dir = false;
+	const char *tmp = getenv("TMPDIR");
+
+	if (predicted)
+		*predicted = false;
+	if (!s || src_abs[0] != '/' || !safe_arg(src_abs) || !argv[0] || !safe_arg(argv[0]))
+		goto done;
+	s->deadline = ca_now() + (timeout_s > 0 ? timeout_s : 1e9);
+	if (ca_make_temp_dir(tmp && tmp[0] == '/' ? tmp : "/tmp", "ca-nvcc-", dir, sizeof dir,
+			     NULL) != 0 || !safe_arg(dir))
+		goto done;
+	made_dir = true;
+	if (dry_run(argv, s, dir) != 0 || ca_mkdirs(tag_dir, 0755, NULL) != 0)
+		goto done;
+	tag_path(argv, src_abs, tag_dir, tag_file, sizeof tag_file);
+	size_t last = s->n - 1; /* the host compile */
+	pred = predict(s, src_abs, tag_file);
+	if (pred) { /* step 3: the branches at once */
+		pthread_t th;
+		struct branch host = {.s = s, .from = 0, .to = 2};
+		struct branch dev = {.s = s, .from = 2, .to = last, .predicted = true};
+		if (pthread_create(&th, NULL, run_branch, &host) != 0)
+			goto done;
+		run_branch(&dev);
+		pthread_join(th, NULL);
+		if (s->start_failed)
+			goto done;
+		if (!host.ok)
+			goto report;
+		/* step 4: the id cudafe++ wrote against the prediction */
+		if (!read_module_id(s, real_id, sizeof real_id))
+			goto done;
+		bool held = strcmp(s->predicted_id, real_id) == 0;
+		if (!held) { /* the device branch again, on the id cudafe++ wrote */
+			ca_log_debug("nvcc split: module id %s, not the predicted %s", real_id,
+				     s->predicted_id);
+			pred = false;
+			learn_tag(real_id, src_abs, tag_file);
+			struct branch again = {.s = s, .from = 2, .to = last};
+			for (size_t i = 2; i < last; i++)
+				s->steps[i].ok = s->steps[i].started = false;
+			run_branch(&again);
+			if (s->start_failed)
+				goto done;
+		}
+		for (size_t i = 2; i < last; i++)
+			if (s->steps[i].started && !s->steps[i].ok && s->steps[i].kind != STEP_RM)
+				goto report;
+	} else { /* no tag yet: nvcc's order, and the tag learned */
+		struct branch all = {.s = s, .from = 0, .to = last};
+		run_branch(&all);
+		if (s->start_failed)
+			goto done;
+		if (!all.ok)
+			goto report;
+		if (read_module_id(s, real_id, sizeof real_id))
+			learn_tag(real_id, src_abs, tag_file);
+	}
+	run_step(s, last, false); /* step 5 */
+	if (s->start_failed)
+		goto done;
+report:
+	if (finish(s, rr) == 0) {
+		out = NVCC_SPLIT_DONE;
+		if (predicted)
+			*predicted = pred && rr->exit_code == 0 && !rr->timed_out;
+		ca_log_debug("nvcc split: %s: %s", src_abs, pred ? "the branches ran at once" :
+			     "the steps ran one after the other (the module id's tag learned)");
+	}
+done:
+	if (made_dir)
+		ca_remove_tree(dir, NULL);
+	if (s) {
+		split_free(s);
+		free(s);
+	}
+	return out;
+}

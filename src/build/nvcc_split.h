@@ -1,0 +1,54 @@
+/* nvcc_split: one `nvcc -c` run as nvcc's own steps, with its host and device branches at once.
+ *
+ * nvcc runs its steps one after the other, even with --threads: the host branch (host
+ * preprocessing, cudafe++) writes the translation unit's module id (--gen_module_id_file), and
+ * the device branch (device preprocessing, cicc, ptxas, fatbinary) reads it in cicc. The two
+ * branches meet otherwise only at the host compile. The module id does not depend on the
+ * source's text: it is `_<CRC-32 of the source's absolute path, hex>_<length of the file
+ * name>_<the file name, '.' and other non-alphanumerics as '_'>_<tag>`, and the tag depends on
+ * the flags only (nvcc 12.x-13.0). So nvcc_split_run:
+ *  1. asks `nvcc -dryrun` (same command line, TMPDIR a private directory) for the steps;
+ *  2. predicts the module id from the tag it learned from an earlier compile with the same nvcc
+ *     and flags (none yet: the steps run one after the other, and the tag is learned);
+ *  3. runs the host branch and, at once, the device branch given the predicted id;
+ *  4. compares the id cudafe++ wrote with the prediction. Equal: the device branch's outputs are
+ *     what nvcc's would be. Not equal: the device branch runs again with the written id (and
+ *     the tag is learned again). Nothing is trusted to the prediction;
+ *  5. runs the host compile, which joins the two.
+ * Every step is nvcc's own command line, environment and temporary file, so the output is what
+ * nvcc makes: the host assembly identical but for the temporary file's name on its `.file` line
+ * (which differs between any two runs of nvcc; checked by tests/integration/run.sh).
+ *
+ * The steps' output (stderr, then stdout) is concatenated in nvcc's order, up to the first step
+ * that failed, as nvcc shows it. The caller runs plain nvcc instead (NVCC_SPLIT_FALLBACK) when:
+ * the split is off ($CUDA_AGENT_NVCC_SPLIT=0) or the nvcc release is not one it was tested with
+ * (13.0; $CUDA_AGENT_NVCC_SPLIT=1 tries any); an argument holds a character outside
+ * [A-Za-z0-9_./+=,:-] (the steps run through /bin/sh); the dry run fails or its steps are not
+ * the expected ones; a step cannot be started.
+ * Ownership: nothing is kept between calls but the learned tags (files under tag_dir). */
+#ifndef CA_BUILD_NVCC_SPLIT_H
+#define CA_BUILD_NVCC_SPLIT_H
+
+#include <stdbool.h>
+
+#include "util/proc.h"
+
+enum { NVCC_SPLIT_DONE = 0, NVCC_SPLIT_FALLBACK = 1 };
+
+/* Whether the split is used with this nvcc (its `--version` text) and environment. */
+bool nvcc_split_enabled(const char *nvcc_version);
+
+/* argv: an nvcc command line (argv[0] the nvcc binary) that compiles src_abs (an absolute path)
+ * with -c. tag_dir: where the learned tags are kept (made when missing). NVCC_SPLIT_DONE: rr
+ * holds what nvcc's run would have (exit_code 0 and the output file written, or the failing
+ * step's exit code, or timed_out past timeout_s); the caller frees it. NVCC_SPLIT_FALLBACK: rr
+ * is untouched. *predicted (may be NULL): whether the branches ran at once on a prediction that
+ * held. */
+int nvcc_split_run(const char *const *argv, const char *src_abs, const char *tag_dir,
+		   double timeout_s, struct ca_run_result *rr, bool *predicted);
+
+/* The module id nvcc gives src_abs under tag (what step 2 predicts), into out. 0, or
+ * CA_ERR_LIMIT when out is too small. */
+int nvcc_split_module_id(const char *src_abs, const char *tag, char *out, size_t out_size);
+
+#endif
