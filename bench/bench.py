@@ -12,10 +12,9 @@ Measures, on the machine it runs on (printed first):
     its true time);
   - iteration (issue 18): p50 and p90, total and by step, over --iterations (20) warm
     evaluations with nvcc run each time, of a cuBLAS GEMM candidate, of a small kernel, and of the
-    small kernel's verification alone; each also without nvcc's steps split
-    (CUDA_AGENT_NVCC_SPLIT=0: nvcc --threads 2), and with plain nvcc and the processes started
-    after the build (CUDA_AGENT_NVCC_THREADS=1, CUDA_AGENT_NVCC_SPLIT=0,
-    CUDA_AGENT_START_AFTER_BUILD=1), the modes alternating.
+    small kernel's verification alone; each also with plain nvcc (its steps not split, one at a
+    time) and the processes started after the build (CUDA_AGENT_NVCC_THREADS=1,
+    CUDA_AGENT_NVCC_SPLIT=0, CUDA_AGENT_START_AFTER_BUILD=1), the two alternating.
 Writes every raw number to bench.json (in $OUT if set) and prints a table.
 """
 from __future__ import annotations
@@ -53,7 +52,6 @@ ITERATION_CASES = (("cuBLAS GEMM, full evaluation", GEMM_TASK, GEMM_SOL, False,
 # Side by side: the current build and start, and plain nvcc (one phase at a time) with the
 # processes started after the build, as before issues 12 and 18.
 ITERATION_MODES: tuple[tuple[str, dict[str, str]], ...] = (("now", {}),
-                   ("nvcc --threads 2, no split", {"CUDA_AGENT_NVCC_SPLIT": "0"}),
                    ("plain nvcc, start after build",
                     {"CUDA_AGENT_NVCC_THREADS": "1", "CUDA_AGENT_NVCC_SPLIT": "0",
                      "CUDA_AGENT_START_AFTER_BUILD": "1"}))
