@@ -2,13 +2,13 @@
  * says why the output is nvcc's own). */
 #include "build/nvcc_split.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
-#include "build/build_int.h"
 #include "util/clock.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -340,7 +340,7 @@ static void learn_tag(const char *id, const char *src_abs, const char *path)
 	if (!tag[0] || strlen(tag) >= TAG_MAX || strspn(tag, "abcdefghijklmnopqrstuvwxyz"
 			"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(tag))
 		return;
-	build_write_cache_file(path, tag);
+	(void)ca_write_file_atomic(path, tag, strlen(tag), NULL);
 }
 
 /* The dry run's steps into s, in a private temporary directory (dir). */
@@ -407,14 +407,16 @@ static bool predict(struct split *s, const char *src_abs, const char *tag_file)
 		struct step *st = &s->steps[i];
 		if (st->kind != STEP_CICC)
 			continue;
-		char from[PATH_MAX + 32], to[PATH_MAX + 40];
-		size_t cap = strlen(st->line) + 16;
+		char from[PATH_MAX + 32];
 		snprintf(from, sizeof from, "--module_id_file_name \"%s\"", s->module_id_file);
-		snprintf(to, sizeof to, "--module_id_file_name \"%s\"", pred);
-		if (!(st->predicted_line = malloc(cap)))
+		const char *at = strstr(st->line, from); /* there: parse_dryrun checked */
+		size_t cap = strlen(st->line) + sizeof ".pred";
+		if (!at || !(st->predicted_line = malloc(cap)))
 			goto out;
-		snprintf(st->predicted_line, cap, "%s", st->line);
-		build_replace_all(st->predicted_line, cap, from, to);
+		/* the line up to the id file's closing quote, ".pred", then the rest */
+		size_t head = (size_t)(at - st->line) + strlen(from) - 1;
+		snprintf(st->predicted_line, cap, "%.*s.pred%s", (int)head, st->line,
+			 st->line + head);
 	}
 	ok = true;
 out:
