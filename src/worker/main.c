@@ -440,15 +440,7 @@ int main(int argc, char **argv)
 		rc = handle(&w, w.buf, &e);
 		consume_command(&w);
 		if (rc == 1) {
-			/* Done: the candidate's ca_teardown ran. The process ends here, without
-			 * freeing what it holds or running exit handlers (the CUDA runtime's, the
-			 * candidate library's static destructors): the driver frees the context as
-			 * the process exits, and the supervisor gives the GPU to the next evaluation
-			 * only once it has reaped this process (eval/spawn.c, step_finish). Saves
-			 * the runtime's own teardown on the GPU's critical path (issue 15). */
-			fflush(NULL);
-			if (events_emit(WIRE_EV_DONE, json_object()) == 0)
-				_exit(0);
+			events_emit(WIRE_EV_DONE, json_object());
 			status = 0;
 			goto out;
 		}
