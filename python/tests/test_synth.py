@@ -139,6 +139,24 @@ def test_verdicts_come_in_the_order_they_finish(tmp_path: Path) -> None:
     assert got == [("fast", "fast", None), ("slow", "slow", None)]
 
 
+def test_a_slow_timing_holds_up_no_dropped_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Timing has a thread of its own: a task dropped by its checks is given out while another
+    is being timed (on the H100 a timing can take seconds, up to its limit)."""
+    real = filters.timed_verdict
+
+    def slow_timing(task: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+        if task["id"] == "slowtime":
+            time.sleep(3)
+        return real(task, out)
+
+    monkeypatch.setattr(filters, "timed_verdict", slow_timing)
+    slow = dict(_task("torch.tanh(x) * 3"), id="slowtime")
+    broken = dict(_task("(__import__('time').sleep(0.5), x.nope())[1]"), id="broken")
+    got = [(t["id"], v["id"], v["stage"])
+           for t, v in filters.run_parallel([slow, broken], False, 2)]
+    assert got == [("broken", "broken", "runs"), ("slowtime", "slowtime", None)]
+
+
 def test_steps_resume(cat: dict[str, Any], tmp_path: Path) -> None:
     (tmp_path / "catalog.json").write_text(json.dumps(cat))
     assert synth_main(["compose", "--dir", str(tmp_path), "-n", "10", "--seed", "3"]) == 0

@@ -12,7 +12,8 @@ Stages, in order; a task is dropped at the first it fails (the funnel counts eac
 6. ``runtime``: eager runtime in [1, 100] ms at the task's size, measured with CUDA events
    where a GPU is, else the composer's roofline estimate (marked ``estimated``). Stages 1-5 run
    on the CPU in parallel processes that never touch the GPU; stage 6 runs in one timing
-   process (Timer), one task at a time, while they check the next tasks. Each task's stages 1-5
+   process (Timer), one task at a time, fed by a thread of its own while they check the next
+   tasks (a task they drop is given out at once). Each task's stages 1-5
    have CHECK_LIMIT_S and its stage 6 TIMING_LIMIT_S: a task past its limit is dropped at the
    stage it was in, and holds up no other (verdicts are taken in the order they finish);
 7. ``decontaminated``: its similarity (synth/similarity.py) to every KernelBench program of the
@@ -24,6 +25,7 @@ Stages, in order; a task is dropped at the first it fails (the funnel counts eac
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import statistics
@@ -48,13 +50,16 @@ RUNTIME_MS = (1.0, 100.0)
 DECONTAMINATION_MAX = 0.9
 DRAWS = 4
 # One task's stages 1-5 on one CPU (its first torch.compile in a cold process: 3-25 s measured;
-# later ones about 1 s), and its stage 6 on the GPU (seconds at most: median_call_ms stops early
-# on a slow task). A task past either is dropped at the stage it was in.
+# later ones about 1 s), and its stage 6 on the GPU. A task past either is dropped at the stage
+# it was in. A timing is 3 warm-up and 5 timed calls, ended after the second when that is above
+# 200 ms: a task in [1, 100] ms needs under a second of calls plus its first calls' lazy set-up
+# (H100, 2026-12-06: 0.02-1.4 s in all over 27 tasks), so 30 s only cuts off what would be
+# dropped anyway, and bounds what one task costs the GPU, which times one task at a time.
 CHECK_LIMIT_S = 300.0
-TIMING_LIMIT_S = 120.0
+TIMING_LIMIT_S = 30.0
 # Past TIMING_LIMIT_S, this long for the timing process to raise TaskTimeout before it is killed
 # (the first task also waits for the process's start: torch's import and a CUDA context).
-TIMER_GRACE_S = 60.0
+TIMER_GRACE_S = 30.0
 
 
 class TaskTimeout(BaseException):
@@ -417,7 +422,9 @@ def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
     """(task, verdict) pairs in the order the verdicts finish (with `jobs` > 1; in task order
     with 1), so that a slow task holds up no other: stages 1-5 in `jobs` processes (1: in this
     one) that live for the whole run; stage 6 in the Timer's process where a GPU is (else here:
-    the estimate), one task at a time, while the pool checks the next ones."""
+    the estimate), one task at a time, in a thread of its own. A task dropped by stages 1-5 is
+    given out as its checks end, whatever is being timed (a timing takes up to TIMING_LIMIT_S
+    and its grace); one that passed them waits its turn on the GPU."""
     timer = Timer() if torch.cuda.is_available() else None
     if timer is not None:
         timer.start()  # its process starts now, beside the checks' cold start
@@ -440,24 +447,61 @@ def run_parallel(tasks: list[Json], do_compile: bool, jobs: int,
                 if progress:
                     progress(k + 1)
             return
-        import concurrent.futures as cf
-        import multiprocessing as mp
-
-        # One compile thread per worker: the pool is the parallelism. inductor otherwise
-        # starts a compile pool of its own, as wide as the host, in each of the `jobs` workers.
-        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-        # inductor's vector-ISA probe once here, not once in each of the `jobs` processes
-        verdicts = vec_isa.probe() if do_compile and tasks else None
-        ex = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"),
-                                    initializer=_pool_start, initargs=(verdicts,))
-        try:
-            futs = {ex.submit(cpu_verdict, t, do_compile): t for t in tasks}
-            for k, f in enumerate(cf.as_completed(futs)):
-                yield futs[f], timed(futs[f], f.result())
-                if progress:
-                    progress(k + 1)
-        finally:  # interrupted: what was not started is dropped, not waited for
-            ex.shutdown(wait=True, cancel_futures=True)
+        yield from _pooled(tasks, do_compile, jobs, timed, progress)
     finally:
         if timer is not None:
             timer.close()
+
+
+def _pooled(tasks: list[Json], do_compile: bool, jobs: int,
+            timed: Callable[[Json, Json], Json], progress: Any) -> Iterator[tuple[Json, Json]]:
+    """run_parallel's pool: each finished check goes out at once (dropped) or to the timing
+    thread's queue (passed); the generator gives out what either has finished."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    import queue
+
+    done: queue.Queue[tuple[Json, Json] | BaseException] = queue.Queue()
+    to_time: queue.Queue[tuple[Json, Json] | None] = queue.Queue()
+
+    def timing_thread() -> None:
+        while (item := to_time.get()) is not None:
+            try:
+                done.put((item[0], timed(*item)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the generator, raised there
+                done.put(exc)
+
+    def checked(task: Json, fut: cf.Future[Json]) -> None:  # the pool's result thread
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            done.put(exc)
+        elif fut.result()["stage"] is None:
+            to_time.put((task, fut.result()))
+        else:
+            done.put((task, fut.result()))
+
+    # One compile thread per worker: the pool is the parallelism. inductor otherwise starts a
+    # compile pool of its own, as wide as the host, in each of the `jobs` workers.
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    # inductor's vector-ISA probe once here, not once in each of the `jobs` processes
+    verdicts = vec_isa.probe() if do_compile and tasks else None
+    ex = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"),
+                                initializer=_pool_start, initargs=(verdicts,))
+    th = threading.Thread(target=timing_thread, name="synth-timing", daemon=True)
+    th.start()
+    try:
+        for t in tasks:
+            ex.submit(cpu_verdict, t, do_compile).add_done_callback(functools.partial(checked, t))
+        for k in range(len(tasks)):
+            item = done.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            if progress:
+                progress(k + 1)
+    finally:  # interrupted: what was not started is dropped, not waited for
+        ex.shutdown(wait=True, cancel_futures=True)
+        to_time.put(None)
+        th.join()
