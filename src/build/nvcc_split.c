@@ -18,7 +18,7 @@
 #define MAX_ENV 24
 #define DRYRUN_MAX (256u << 10)
 #define MODULE_ID_MAX 512
-#define TAG_MAX 64
+#define TAG_MAX 256 /* a mangled name can be long; a longer tag is not learned */
 
 enum step_kind { STEP_HOST_CPP, STEP_CUDAFE, STEP_DEVICE_CPP, STEP_CICC, STEP_PTXAS,
 		 STEP_FATBINARY, STEP_RM, STEP_HOST_COMPILE };

@@ -3,13 +3,16 @@
  * nvcc runs its steps one after the other, even with --threads: the host branch (host
  * preprocessing, cudafe++) writes the translation unit's module id (--gen_module_id_file), and
  * the device branch (device preprocessing, cicc, ptxas, fatbinary) reads it in cicc. The two
- * branches meet otherwise only at the host compile. The module id does not depend on the
- * source's text: it is `_<CRC-32 of the source's absolute path, hex>_<length of the file
- * name>_<the file name, '.' and other non-alphanumerics as '_'>_<tag>`, and the tag depends on
- * the flags only (nvcc 12.x-13.0). So nvcc_split_run:
+ * branches meet otherwise only at the host compile. The module id is `_<CRC-32 of the
+ * source's absolute path, hex>_<length of the file name>_<the file name, '.' and other
+ * non-alphanumerics as '_'>_<tag>`. The tag comes from the unit's first external definition
+ * (its mangled name, or a hash of it; measured with nvcc 13.0 -keep), so edits that keep that
+ * definition keep the tag; a unit with none gets a tag that changes from run to run. So
+ * nvcc_split_run:
  *  1. asks `nvcc -dryrun` (same command line, TMPDIR a private directory) for the steps;
- *  2. predicts the module id from the tag it learned from an earlier compile with the same nvcc
- *     and flags (none yet: the steps run one after the other, and the tag is learned);
+ *  2. predicts the module id from the tag it learned from the last compile of the same source
+ *     path with the same nvcc and flags (none yet: the steps run one after the other, and the
+ *     tag is learned);
  *  3. runs the host branch and, at once, the device branch given the predicted id;
  *  4. compares the id cudafe++ wrote with the prediction. Equal: the device branch's outputs are
  *     what nvcc's would be. Not equal: the device branch runs again with the written id (and
