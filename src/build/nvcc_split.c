@@ -40,7 +40,8 @@ struct split {
 	char module_id_file[PATH_MAX];
 	char predicted_id[MODULE_ID_MAX]; /* step 2's, when there is a tag */
 	double deadline;
-	bool timed_out, start_failed;
+	/* set by either branch's thread, read after both have joined */
+	_Atomic bool timed_out, start_failed;
 };
 
 bool nvcc_split_enabled(const char *nvcc_version)
