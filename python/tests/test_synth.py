@@ -40,6 +40,14 @@ def test_crawl_finds_300_usable_operators(cat: dict[str, Any]) -> None:
     assert "float32" in by_id["torch.tanh"]["dtypes"]
     assert by_id["F.dropout"]["stochastic"]  # training-mode dropout by default
     assert by_id["torch.sum"]["call"] == "unary_dim"  # the batch-free way is preferred
+    # ops whose output does not depend on the input are found so and not usable
+    for op in ("torch.ones_like", "torch.zeros_like", "torch.fill", "torch.full_like"):
+        assert by_id[op]["constant"] and not catalog.is_usable(by_id[op]), op
+    assert not by_id["torch.tanh"]["constant"] and not by_id["nn.Conv2d"]["constant"]
+    # a way of calling that is constant (a Chebyshev polynomial of degree -1 is 0) is passed
+    # over for the next one
+    cheb = by_id["torch.special.chebyshev_polynomial_t"]
+    assert cheb["call"] != "unary_dim" and not cheb["constant"]
 
 
 def test_compose_and_filter_keep_the_mix(cat: dict[str, Any], tmp_path: Path) -> None:
@@ -186,6 +194,21 @@ def test_timer_kills_a_call_that_does_not_return() -> None:
     assert time.monotonic() - t0 < 20 and timer.ex is not None and timer.ex is not first
     assert timer.run(abs, -2, limit_s=120) == 2
     timer.close()
+
+
+def test_compose_draws_a_degenerate_chain_again(cat: dict[str, Any]) -> None:
+    """A chain of usable operators can still be degenerate (tanh -> Linear -> prod: about
+    1e-15): the composer judges each task with the evaluation's detector and draws again."""
+    by_id = {e["id"]: e for e in cat["entries"]}
+    code = compose.render([by_id["F.tanh"], by_id["nn.Linear"], by_id["torch.prod"]], 2, 4)
+    assert (compose.degenerate_why(code, 4) or "").startswith("the task is degenerate")
+    redrawn: Counter[str] = Counter()
+    tasks = [compose.compose_one(cat, random.Random(i), i, "3", redrawn) for i in range(40)]
+    made = [t for t in tasks if t is not None]
+    assert len(made) > 20
+    for t in made:
+        assert compose.degenerate_why(t["code"], catalog.PROBE_SHAPES[t["rank"]][0]) is None
+    assert sum(redrawn.values()) == len(tasks) - len(made)
 
 
 def test_compose_is_reproducible(cat: dict[str, Any]) -> None:

@@ -29,6 +29,18 @@ assert any(v["kept"] for v in vs) and all(v.get("compiled") for v in vs if v["ke
 assert all(v["seconds"]["checks"] >= 0 and "compile" in v["seconds"] for v in vs if v["kept"])
 sys.exit(0)
 PY
+# Resumed after an interruption, through the sandbox: the staged verdicts file is the caller's,
+# its last line cut; the filter redoes that task and writes whole lines (run as root, the sandbox
+# runs the step under another uid, which may not write the caller's file in place).
+head -n 4 "$d/verdicts.jsonl" > "$tmp/v" && head -n 5 "$d/verdicts.jsonl" | tail -n 1 | head -c 20 >> "$tmp/v"
+cp "$tmp/v" "$d/verdicts.jsonl"
+run "synth filter resumes after an interruption" 0 "$cli" synth filter --dir "$d" --jobs 2 \
+  --kernelbench tests/data/kernelbench_mini/KernelBench
+"$py" - "$d/verdicts.jsonl" <<'PY' && ok "the resumed run redid the cut task and the missing one, nothing twice" || bad "after resume: $(cut -c1-80 "$d/verdicts.jsonl")"
+import json, sys
+vs = [json.loads(l) for l in open(sys.argv[1])]
+sys.exit(0 if len(vs) == 6 and len({v["id"] for v in vs}) == 6 else 1)
+PY
 run "synth export" 0 "$cli" synth export --dir "$d"
 grep_out "export prints the funnel" "decontaminated"
 if grep -q "<svg" "$d/funnel.html" && grep -q "Tasks left after each stage" "$d/funnel.html"; then ok "funnel.html has its charts"; else bad "funnel.html lacks its charts"; fi

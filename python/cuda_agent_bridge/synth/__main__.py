@@ -73,7 +73,8 @@ def reopen_jsonl(path: Path) -> list[Json]:
     write), so that rows appended next follow whole ones."""
     rows = read_jsonl(path)
     if path.exists():
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))  # a new file: the
+    # staged copy of a sandboxed step belongs to the caller, and the sandbox may not write it
     return rows
 
 
@@ -122,7 +123,7 @@ def step_compose(d: Path, n: int, seed: int) -> int:
         rng.random()
     prog = Progress("compose", n, len(have))
     batch: list[Json] = []
-    tries = 0
+    redrawn: Counter[str] = Counter()
     k = len(have)
     blocks = any(any(m in e["id"] for m in compose.BLOCK_MARKERS) for e in compose.usable(cat))
     while k < n:
@@ -131,8 +132,7 @@ def step_compose(d: Path, n: int, seed: int) -> int:
             continue  # the catalog has no transformer block: the mix renormalizes
         t = None
         for _ in range(100):  # operators drawn again, for this kind
-            tries += 1
-            t = compose.compose_one(cat, random.Random(rng.getrandbits(64)), k, kind)
+            t = compose.compose_one(cat, random.Random(rng.getrandbits(64)), k, kind, redrawn)
             if t is not None:
                 break
         if t is None:
@@ -145,7 +145,8 @@ def step_compose(d: Path, n: int, seed: int) -> int:
             batch = []
         prog(k)
     mix = Counter(t["kind"] for t in read_jsonl(path))
-    print(f"compose: {k} tasks in {path}; mix {dict(sorted(mix.items()))}")
+    print(f"compose: {k} tasks in {path}; mix {dict(sorted(mix.items()))}; draws redrawn "
+          f"{sum(redrawn.values())} {dict(sorted(redrawn.items()))}")
     return 0
 
 

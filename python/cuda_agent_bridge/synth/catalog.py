@@ -23,6 +23,11 @@ leaves its inputs unchanged. It records what the composer needs:
   when they run);
 - ``stochastic``: two runs on the same input under different seeds differ (dropout, random ops);
 - ``identity``: it returns its input unchanged (views, copies, eval-mode dropout): not usable;
+- ``constant``: its output does not depend on its input, by the evaluation's degeneracy detector
+  (degenerate.Judge, default tolerance) over three probe draws: within tolerance of zeros or of
+  a constant, or the same for every draw (``ones_like``, ``fill``, a polynomial of degree -1,
+  ``logit`` with eps 0.5). Not usable: every task made with it is degenerate or computes less
+  than its code says. A function tried in one way that is constant is tried the next way;
 - ``signature``: ``inspect.signature`` where Python can give it.
 """
 
@@ -37,6 +42,9 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from ..degenerate import Judge
+from ..tasks import DEFAULT_TOLERANCE
 
 PROBE_SHAPES: dict[int, tuple[int, ...]] = {
     2: (4, 32),
@@ -83,6 +91,7 @@ class Entry:
     import_from: str = ""  # the module a transformers class comes from
     first: bool = False  # the op answers a tuple: the task takes [0]
     identity: bool = False  # it returns its input unchanged (a view, a copy, eval-mode dropout)
+    constant: bool = False  # its output does not depend on its input (degenerate.Judge)
 
 
 def probe_input(rank: int, batch: int | None = None, dtype: torch.dtype = torch.float32,
@@ -171,6 +180,7 @@ def _probe(entry: Entry, build: Callable[[], Callable[..., Any]], arity: int,
     entry.identity = same
     entry.batch_free = bool(entry.batch_free_ranks)
     rank = entry.batch_free_ranks[0] if entry.batch_free_ranks else int(next(iter(entry.shapes)))
+    entry.constant = _constant_output(fn, rank, arity, extra)
     args = _args(rank, arity, extra)
     a, b2 = _run(fn, args, seed=0), _run(fn, args, seed=1)
     entry.stochastic = a is None or b2 is None or a.shape != b2.shape or not torch.equal(a, b2)
@@ -186,6 +196,20 @@ def _probe(entry: Entry, build: Callable[[], Callable[..., Any]], arity: int,
         if _run(fd, xd) is not None:
             entry.dtypes.append(name)
     return True
+
+
+def _constant_output(fn: Callable[..., Any], rank: int, arity: int, extra: list[Any]) -> bool:
+    """The op's output on three input draws is degenerate by the evaluation's detector (zeros,
+    a constant, or the same whatever the input)."""
+    judge = Judge(DEFAULT_TOLERANCE, DEFAULT_TOLERANCE)
+    for seed in (0, 2, 3):
+        x = probe_input(rank, seed=seed)
+        args = [x] + ([probe_input(rank, seed=seed + 10)] if arity == 2 else []) + extra
+        out = _run(fn, args)
+        if out is None:
+            return False  # a draw it cannot take: not usable for other reasons, if at all
+        judge.add([out])
+    return judge.result() is not None
 
 
 def _module_init(cls: type[nn.Module]) -> Json | None:
@@ -239,7 +263,7 @@ def _functions(ns: Any, prefix: str, source: str) -> Iterator[Entry]:
             if not _probe(e, _constant(fn), arity, extra):
                 continue
             e.first = _answers_tuple(_constant(fn), e, arity, extra)
-            if e.batch_free and not e.stochastic:
+            if e.batch_free and not e.stochastic and not e.constant:
                 first = e
                 break
             first = first or e
@@ -338,9 +362,10 @@ def crawl(progress: Callable[[str, int], None] | None = None) -> Json:
     usable = sum(1 for e in entries if is_usable(e))
     return {"torch": torch.__version__, "entries": entries, "counts": counts, "usable": usable,
             "probe_shapes": {str(k): list(v) for k, v in PROBE_SHAPES.items()},
-            "note": "usable: computes something (not the identity), deterministic, and the "
-                    "batch dimension scales freely"}
+            "note": "usable: computes something (not the identity, not a constant), "
+                    "deterministic, and the batch dimension scales freely"}
 
 
 def is_usable(e: Json) -> bool:
-    return bool(e["batch_free"]) and not e["stochastic"] and not e.get("identity", False)
+    return (bool(e["batch_free"]) and not e["stochastic"] and not e.get("identity", False)
+            and not e.get("constant", False))

@@ -12,6 +12,12 @@ Sizes: the batch dimension is the free one. The composer counts each operator's 
 FLOP counter) and bytes (inputs and output) at the probe size and picks the batch so that a
 roofline estimate of the eager runtime on the target GPU (ROOFLINE_*, an H200) lands on
 a log-uniform draw in [TARGET_MS]; `synth filter` then measures the real runtime where a GPU is.
+
+A draw whose task does not run at the probe batch, or whose output the evaluation's degeneracy
+detector finds degenerate there (degenerate_why: zeros, a constant, or the same whatever the
+input, over DRAWS input draws), is drawn again, for the same kind. Chains such as ``tanh ->
+Linear -> prod`` (a product of 32 numbers below one: about 1e-15) are degenerate although none
+of their operators is; `synth filter` judges again at its own batch, and counts what it drops.
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ from __future__ import annotations
 import math
 import random
 import warnings
+from collections import Counter
 from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from ..degenerate import Judge
+from ..tasks import DEFAULT_TOLERANCE
 from .catalog import PROBE_SHAPES, Json, is_usable
 
 MIX: dict[str, float] = {"1": 0.034, "2": 0.838, "3": 0.076, "4": 0.028, "5": 0.012,
@@ -36,6 +45,7 @@ ROOFLINE_FLOPS = 40e12
 ROOFLINE_BYTES_PER_S = 4.0e12
 ROOFLINE_LAUNCH_S = 5e-6
 MAX_INPUT_BYTES = 2 << 30
+DRAWS = 4  # input draws of the degeneracy detector
 BLOCK_MARKERS = ("Transformer", "MultiheadAttention", "transformers.")
 
 
@@ -108,6 +118,25 @@ def run_probe(code: str, batch: int | None = None, seed: int = 0) -> tuple[torch
     return out, ns
 
 
+def degenerate_why(code: str, batch: int) -> str | None:
+    """The degeneracy detector's message for the task at `batch` (degenerate.Judge, the
+    evaluation's default tolerance, parameters from seed 0, inputs from seeds 1000 to
+    1000 + DRAWS - 1), or None when its output is not degenerate. Raises what the task raises."""
+    ns = load(code)
+    ns["batch_size"] = batch
+    torch.manual_seed(0)
+    model = ns["Model"](*ns["get_init_inputs"]()).eval()
+    judge = Judge(DEFAULT_TOLERANCE, DEFAULT_TOLERANCE)
+    for k in range(DRAWS):
+        torch.manual_seed(1000 + k)
+        draw = ns["get_inputs"]()
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            judge.add([model(*draw)])
+    deg = judge.result()
+    return deg.message() if deg is not None else None
+
+
 def cost(ops: list[Json], rank: int) -> tuple[list[float], list[float]]:
     """FLOPs and bytes of each op at the probe batch (one op at a time, on the CPU)."""
     x = torch.randn(*PROBE_SHAPES[rank])
@@ -146,9 +175,13 @@ def draw_kind(rng: random.Random) -> str:
     return _draw_count(rng)
 
 
-def compose_one(catalog: Json, rng: random.Random, index: int, kind: str) -> Json | None:
+def compose_one(catalog: Json, rng: random.Random, index: int, kind: str,
+                redrawn: Counter[str] | None = None) -> Json | None:
     """One task of the given kind, or None when this draw of operators could not be made into
-    one (the caller draws again, for the same kind, so that the mix stays MIX)."""
+    one (the caller draws again, for the same kind, so that the mix stays MIX). Why a draw
+    failed is counted in `redrawn`: "chain" (no operators that chain), "runs" (it raises at
+    the probe batch) or "degenerate" (degenerate_why)."""
+    redrawn = redrawn if redrawn is not None else Counter()
     pool = usable(catalog)
     blocks = [e for e in pool if any(m in e["id"] for m in BLOCK_MARKERS)]
     if kind == "block":
@@ -168,12 +201,12 @@ def compose_one(catalog: Json, rng: random.Random, index: int, kind: str) -> Jso
     last = [e for e in pool if rank in e["batch_free_ranks"] and e not in blocks]
     while len(ops) < n:
         choices = keep if len(ops) < n - 1 else last
-        if ops and ops[-1]["shapes"].get(str(rank)) != probe:
-            return None  # a shape-changing op can only be last
-        if not choices:
+        if (ops and ops[-1]["shapes"].get(str(rank)) != probe) or not choices:
+            redrawn["chain"] += 1  # a shape-changing op can only be last
             return None
         ops.append(rng.choice(choices))
     if len(ops) > 1 and ops[0]["shapes"].get(str(rank)) != probe and kind == "block":
+        redrawn["chain"] += 1
         return None
     try:
         flops, nbytes = cost(ops, rank)
@@ -188,7 +221,12 @@ def compose_one(catalog: Json, rng: random.Random, index: int, kind: str) -> Jso
         batch = max(1, int(b0 * scale))
         code = render(ops, rank, batch)
         run_probe(code, batch=b0)
+        degenerate = degenerate_why(code, b0)
     except Exception:  # noqa: BLE001 - a combination that does not run: draw again
+        redrawn["runs"] += 1
+        return None
+    if degenerate is not None:
+        redrawn["degenerate"] += 1
         return None
     return {"id": f"synth-{index:06d}", "kind": kind, "ops": [e["id"] for e in ops],
             "rank": rank, "batch": batch,

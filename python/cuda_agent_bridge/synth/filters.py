@@ -4,9 +4,9 @@ Stages, in order; a task is dropped at the first it fails (the funnel counts eac
 1. ``runs``: model.py runs in eager PyTorch (at the probe batch: the batch dimension is free);
 2. ``deterministic``: two runs on the same inputs give the same output;
 3. ``stochastic``: the output does not change with the global seed (dropout, random ops);
-4. ``degenerate``: the evaluation's own detector (degenerate.Judge, over four input draws with
-   the default tolerance) finds the output not within tolerance of zeros or a constant, and
-   changing with the inputs;
+4. ``degenerate``: the evaluation's own detector (compose.degenerate_why: degenerate.Judge over
+   four input draws with the default tolerance) finds the output not within tolerance of zeros
+   or a constant, and changing with the inputs;
 5. ``compiles``: torch.compile runs it (skipped with ``--no-compile``; CPU-heavy, so filter runs
    tasks in parallel processes);
 6. ``runtime``: eager runtime in [1, 100] ms at the task's size, measured with CUDA events
@@ -38,8 +38,6 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..degenerate import Judge
-from ..tasks import DEFAULT_TOLERANCE
 from . import compose, similarity, vec_isa
 from .catalog import PROBE_SHAPES, Json
 from .compose import load, run_probe
@@ -48,7 +46,6 @@ STAGES = ("runs", "deterministic", "stochastic", "degenerate", "compiles", "runt
           "decontaminated", "unique")
 RUNTIME_MS = (1.0, 100.0)
 DECONTAMINATION_MAX = 0.9
-DRAWS = 4
 # One task's stages 1-5 on one CPU (its first torch.compile in a cold process: 3-25 s measured;
 # later ones about 1 s), and its stage 6 on the GPU. A task past either is dropped at the stage
 # it was in. A timing is 3 warm-up and 5 timed calls, ended after the second when that is above
@@ -151,16 +148,9 @@ def _check_eager(task: Json) -> tuple[str, str] | None:
         c = model(*inputs)
     if not torch.equal(a, c):
         return "stochastic", "the output changes with the global seed"
-    judge = Judge(DEFAULT_TOLERANCE, DEFAULT_TOLERANCE)
-    for k in range(DRAWS):
-        torch.manual_seed(1000 + k)
-        draw = ns["get_inputs"]()
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            judge.add([model(*draw)])
-    deg = judge.result()
-    if deg is not None:
-        return "degenerate", deg.message()
+    why = compose.degenerate_why(task["code"], b)
+    if why is not None:
+        return "degenerate", why
     return None
 
 
