@@ -350,3 +350,50 @@ def test_vec_isa_verdicts_replayed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert real_calls == ["builds", "other"]
     vec_isa.install(None)  # nothing recorded: nothing replaced
     assert m.VecISA.check_build(avx2, "builds") is True and len(real_calls) == 2
+
+
+def test_pilot_bound_is_a_lower_bound_where_time_grows_with_the_batch() -> None:
+    """pilot_bound_ms: exact for a time linear in the batch, under the truth for one flat then
+    linear (the GPU filling up), over it by at most 1.7x for b^0.8, and one pilot call pair
+    when the first is already above the drop line."""
+    full = 1 << 20
+
+    def linear(b: int) -> float:
+        return 1e-3 * b
+
+    def flat_then_linear(b: int) -> float:
+        return max(0.05, 1e-3 * b - 40.0)
+
+    assert filters.pilot_bound_ms(linear, full) == pytest.approx(linear(full))
+    assert filters.pilot_bound_ms(flat_then_linear, full) <= flat_then_linear(full)  # type: ignore[operator]
+    bound = filters.pilot_bound_ms(lambda b: 1e-3 * b ** 0.8, full)
+    assert bound is not None and bound <= 1.7 * 1e-3 * full ** 0.8
+    asked: list[int] = []
+
+    def hopeless(b: int) -> float:
+        asked.append(b)
+        return 5000.0
+
+    assert filters.pilot_bound_ms(hopeless, full) == 5000.0 and asked == [full // 128]
+    assert filters.pilot_bound_ms(linear, 100) is None  # too small for a pilot
+
+
+def test_timing_pilot_drops_a_task_far_above_the_range_untimed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timing's steps on the CPU clock (timed_ms: the GPU path's code, device "cpu"): a
+    task is timed at its size after a pilot whose bound is recorded; with the drop line below
+    that bound, it is dropped at `runtime` without being timed at its size, and says so."""
+    t = _task("torch.tanh(x) * 2.0")
+    t["code"] = t["code"].replace("batch_size = 64", "batch_size = 262144")
+    split: dict[str, float] = {}
+    ms = filters.timed_ms(t, "cpu", split)
+    assert ms > 0 and split["pilot_bound_ms"] > 0 and "timing_calls" in split
+    assert "pilot_only" not in split
+    monkeypatch.setattr(filters, "PILOT_DROP_MS", split["pilot_bound_ms"] / 10)
+    split2: dict[str, float] = {}
+    assert filters.timed_ms(t, "cpu", split2) == pytest.approx(split2["pilot_bound_ms"], abs=1e-3)
+    assert split2["pilot_only"] == 1.0 and "timing_calls" not in split2
+    monkeypatch.setattr(filters, "runtime_ms",
+                        lambda task, sp: (filters.timed_ms(task, "cpu", sp), True))
+    v = filters.timed_verdict(t, {"id": "t", "stage": None, "why": ""})
+    assert v["stage"] == "runtime" and "not timed at its size" in v["why"], v
