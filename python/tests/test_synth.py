@@ -397,3 +397,14 @@ def test_timing_pilot_drops_a_task_far_above_the_range_untimed(
                         lambda task, sp: (filters.timed_ms(task, "cpu", sp), True))
     v = filters.timed_verdict(t, {"id": "t", "stage": None, "why": ""})
     assert v["stage"] == "runtime" and "not timed at its size" in v["why"], v
+
+
+def test_a_pilot_that_fails_at_its_small_sizes_leaves_the_task_to_its_own() -> None:
+    """A task that raises only at the pilot's smaller batches is timed at its own size, as
+    without the pilot, and the split says the pilot failed."""
+    t = _task("torch.tanh(x) if x.shape[0] >= 262144 else x.nope()")
+    t["code"] = t["code"].replace("batch_size = 64", "batch_size = 262144")
+    split: dict[str, float] = {}
+    assert filters.timed_ms(t, "cpu", split) > 0
+    assert split["pilot_failed"] == 1.0 and "timing_calls" in split
+    assert "pilot_bound_ms" not in split
