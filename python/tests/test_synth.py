@@ -194,6 +194,7 @@ def test_timer_kills_a_call_that_does_not_return() -> None:
     assert time.monotonic() - t0 < 20 and timer.ex is not None and timer.ex is not first
     assert timer.run(abs, -2, limit_s=120) == 2
     timer.close()
+    assert timer.ex is None and timer.spare is None
 
 
 def test_compose_draws_a_degenerate_chain_again(cat: dict[str, Any]) -> None:
@@ -222,12 +223,14 @@ def test_timer_replaces_its_process_after_a_fault() -> None:
     timing process is replaced, so that the next task is timed in a fresh one."""
     timer = filters.Timer()
     timer.start()
-    first = timer.ex
+    first, spare = timer.ex, timer.spare
+    assert spare is not None and spare is not first
     bad = _task("torch.tanh(x)")
     bad["estimated_ms"] = "not a number"  # runtime_ms raises inside the timing process
     out = timer(bad, {"id": "bad", "stage": None, "why": ""})
     assert out["stage"] == "runtime" and "ValueError" in out["why"] and "gpu_fault" not in out
-    assert timer.ex is not None and timer.ex is not first  # replaced at once, already starting
+    assert timer.ex is spare  # replaced at once by the spare, started beforehand
+    assert timer.spare is not None and timer.spare not in (first, spare)  # a new spare
     second = timer.ex
     good = timer(_task("torch.tanh(x)"), {"id": "good", "stage": None, "why": ""})
     assert good["stage"] is None and good["runtime_ms"] == 5.0 and timer.ex is second
