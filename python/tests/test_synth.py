@@ -411,3 +411,35 @@ def test_a_pilot_that_fails_at_its_small_sizes_leaves_the_task_to_its_own() -> N
     assert filters.timed_ms(t, "cpu", split) > 0
     assert split["pilot_failed"] == 1.0 and "timing_calls" in split
     assert "pilot_bound_ms" not in split
+
+
+def test_crawl_goes_on_from_the_next_source(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    """An interrupted crawl keeps each finished source in DIR/crawl_parts/: the next run
+    probes only the sources without a whole part (a cut one is crawled again), and the parts
+    are gone once catalog.json is written."""
+    probed: list[str] = []
+
+    def source(name: str) -> catalog.Source:
+        def probe(c: Any) -> Any:
+            probed.append(f"{name}:{c}")
+            e = catalog.Entry(id=f"{name}.{c}", source=name, call="unary", batch_free=True,
+                              batch_free_ranks=[2])
+            return iter([e])
+        return catalog.Source(lambda: ["a", "b"], probe)
+
+    monkeypatch.setattr(catalog, "SOURCES", {"one": source("one"), "two": source("two"),
+                                             "three": source("three")})
+    parts = tmp_path / "crawl_parts"
+    parts.mkdir()
+    kept = [dict(e, id="one.kept") for e in catalog.crawl_source("one")]
+    probed.clear()
+    (parts / "one.json").write_text(json.dumps(kept))
+    (parts / "two.json").write_text(json.dumps(kept)[:10])  # cut by the interruption
+    assert synth_main(["crawl", "--dir", str(tmp_path)]) == 0
+    assert probed == ["two:a", "two:b", "three:a", "three:b"]
+    cat = json.loads((tmp_path / "catalog.json").read_text())
+    assert [e["id"] for e in cat["entries"]] == ["one.kept", "two.a", "two.b", "three.a",
+                                                 "three.b"]  # an id twice: kept once
+    assert cat["counts"] == {"one": 1, "two": 2, "three": 2} and cat["usable"] == 5
+    assert not parts.exists()

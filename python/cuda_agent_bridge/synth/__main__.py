@@ -91,22 +91,41 @@ def append_jsonl(path: Path, rows: list[Json]) -> None:
 
 
 def step_crawl(d: Path) -> int:
+    """The catalog, one source at a time: each source's entries are kept in DIR/crawl_parts/
+    as it ends, so that an interrupted crawl goes on from the next source."""
+    import shutil
+
     from . import catalog
 
     out = d / "catalog.json"
     if out.exists():
         print(f"{out} exists (remove it to crawl again)")
         return 0
-    n = [0]
+    parts_dir = d / "crawl_parts"
+    parts_dir.mkdir(exist_ok=True)
+    totals = {s: len(src.candidates()) for s, src in catalog.SOURCES.items()}
+    parts: dict[str, list[Json]] = {}
+    for s in catalog.SOURCES:
+        f = parts_dir / f"{s}.json"
+        if f.exists():
+            try:
+                parts[s] = json.loads(f.read_text())
+            except ValueError:
+                pass  # cut by an interruption: crawled again
+    base = sum(totals[s] for s in parts)
+    prog = Progress("crawl: candidates", sum(totals.values()), base)
+    for s in catalog.SOURCES:
+        if s in parts:
+            continue
+        def tick(k: int, _total: int, b: int = base) -> None:
+            prog(b + k)
 
-    def tick(source: str, k: int) -> None:
-        n[0] += 1
-        if n[0] % 25 == 0:
-            sys.stderr.write(f"\rcrawl: {n[0]} operators ({source})   ")
-
-    cat = catalog.crawl(tick)
-    sys.stderr.write("\n")
+        parts[s] = catalog.crawl_source(s, tick)
+        write_atomic(parts_dir / f"{s}.json", json.dumps(parts[s]))
+        base += totals[s]
+    cat = catalog.assemble(parts)
     write_atomic(out, json.dumps(cat, indent=1))
+    shutil.rmtree(parts_dir, ignore_errors=True)
     print(f"crawl: {len(cat['entries'])} operators ({cat['usable']} usable: deterministic, "
           f"batch dimension free) by source {cat['counts']} -> {out}")
     return 0

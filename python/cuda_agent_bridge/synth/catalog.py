@@ -229,21 +229,23 @@ def _module_init(cls: type[nn.Module]) -> Json | None:
     return init
 
 
-def crawl_nn() -> Iterator[Entry]:
-    for name, cls in sorted(vars(nn).items()):
-        if (not inspect.isclass(cls) or not issubclass(cls, nn.Module) or name in NOT_OPS
-                or name.startswith("_") or name.startswith("Lazy")):
-            continue
-        init = _module_init(cls)
-        if init is None:
-            continue
-        for call, arity in (("module", 1), ("module_binary", 2)):
-            e = Entry(id=f"nn.{name}", source="nn", call=call, init=init,
-                      signature=_signature(cls))
-            if _probe(e, _builder(cls, init), arity, []):
-                e.first = _answers_tuple(_builder(cls, init), e, arity, [])
-                yield e
-                break
+def _nn_candidates() -> list[Any]:
+    return [cls for name, cls in sorted(vars(nn).items())
+            if inspect.isclass(cls) and issubclass(cls, nn.Module) and name not in NOT_OPS
+            and not name.startswith("_") and not name.startswith("Lazy")]
+
+
+def _probe_nn(cls: Any) -> Iterator[Entry]:
+    init = _module_init(cls)
+    if init is None:
+        return
+    for call, arity in (("module", 1), ("module_binary", 2)):
+        e = Entry(id=f"nn.{cls.__name__}", source="nn", call=call, init=init,
+                  signature=_signature(cls))
+        if _probe(e, _builder(cls, init), arity, []):
+            e.first = _answers_tuple(_builder(cls, init), e, arity, [])
+            yield e
+            return
 
 
 # How a function is tried, in order: the first way that works and whose batch dimension
@@ -252,23 +254,30 @@ CALLS: tuple[tuple[str, int, list[Any]], ...] = (
     ("unary", 1, []), ("unary_dim", 1, [-1]), ("binary", 2, []), ("unary_scalar", 1, [0.5]))
 
 
-def _functions(ns: Any, prefix: str, source: str) -> Iterator[Entry]:
+def _function_candidates(ns: Any) -> list[Any]:
+    out = []
     for name in sorted(dir(ns)):
         fn = getattr(ns, name, None)
         if name.startswith("_") or not callable(fn) or inspect.isclass(fn) or name.endswith("_"):
             continue
-        first: Entry | None = None
-        for call, arity, extra in CALLS:
-            e = Entry(id=f"{prefix}.{name}", source=source, call=call, signature=_signature(fn))
-            if not _probe(e, _constant(fn), arity, extra):
-                continue
-            e.first = _answers_tuple(_constant(fn), e, arity, extra)
-            if e.batch_free and not e.stochastic and not e.constant:
-                first = e
-                break
-            first = first or e
-        if first is not None:
-            yield first
+        out.append((name, fn))
+    return out
+
+
+def _probe_function(prefix: str, source: str, candidate: Any) -> Iterator[Entry]:
+    name, fn = candidate
+    first: Entry | None = None
+    for call, arity, extra in CALLS:
+        e = Entry(id=f"{prefix}.{name}", source=source, call=call, signature=_signature(fn))
+        if not _probe(e, _constant(fn), arity, extra):
+            continue
+        e.first = _answers_tuple(_constant(fn), e, arity, extra)
+        if e.batch_free and not e.stochastic and not e.constant:
+            first = e
+            break
+        first = first or e
+    if first is not None:
+        yield first
 
 
 def _answers_tuple(build: Callable[[], Callable[..., Any]], e: Entry, arity: int,
@@ -282,88 +291,121 @@ def _answers_tuple(build: Callable[[], Callable[..., Any]], e: Entry, arity: int
         return False
 
 
-def crawl_functional() -> Iterator[Entry]:
-    yield from _functions(F, "F", "functional")
-
-
-def crawl_torch() -> Iterator[Entry]:
-    yield from _functions(torch._C._VariableFunctions, "torch", "torch")
-
-
-def crawl_special() -> Iterator[Entry]:
-    yield from _functions(torch.special, "torch.special", "special")
-
-
-def crawl_linalg() -> Iterator[Entry]:
-    yield from _functions(torch.linalg, "torch.linalg", "linalg")
-
-
-def crawl_transformers() -> Iterator[Entry]:
-    """Activations, and norm and MLP classes of the model families, when transformers is
-    installed (it is not in CI's venv)."""
+def _transformers_candidates() -> list[Any]:
+    """("act", class) for each activation, ("family", name) for each model family: a family's
+    modeling module is imported when its candidate is probed (the slow part). Empty when
+    transformers is not installed (it is not in CI's venv)."""
     try:
-        import importlib
-
+        import transformers.models as tm
         from transformers import activations
     except ImportError:
-        return
+        return []
+    acts = []
     for _, cls in sorted(getattr(activations, "ACT2CLS", {}).items()):
-        c = cls[0] if isinstance(cls, tuple) else cls
-        e = Entry(id=f"transformers.{c.__name__}", source="transformers", call="module",
-                  signature=_signature(c), import_from=c.__module__)
-        if e.id.count(".") == 1 and _probe(e, _builder(c, {}), 1, []):
+        acts.append(("act", cls[0] if isinstance(cls, tuple) else cls))
+    fams = [("family", f) for f in sorted(getattr(tm, "__all__", []) or dir(tm))
+            if not f.startswith("_")]
+    return acts + fams
+
+
+def _probe_transformers(candidate: Any) -> Iterator[Entry]:
+    """Activations, and the norm and MLP classes of one model family."""
+    import importlib
+
+    kind, what = candidate
+    if kind == "act":
+        e = Entry(id=f"transformers.{what.__name__}", source="transformers", call="module",
+                  signature=_signature(what), import_from=what.__module__)
+        if e.id.count(".") == 1 and _probe(e, _builder(what, {}), 1, []):
             yield e
-    import transformers.models as tm
-
-    for fam in sorted(getattr(tm, "__all__", []) or dir(tm)):
-        if fam.startswith("_"):
+        return
+    try:
+        mod = importlib.import_module(f"transformers.models.{what}.modeling_{what}")
+    except Exception:  # noqa: BLE001 - families without a modeling module, or broken
+        return
+    for name, cls in sorted(vars(mod).items()):
+        if (not inspect.isclass(cls) or not issubclass(cls, nn.Module)
+                or not name.endswith(("RMSNorm", "LayerNorm", "MLP"))
+                or cls.__module__ != mod.__name__):
             continue
-        try:
-            mod = importlib.import_module(f"transformers.models.{fam}.modeling_{fam}")
-        except Exception:  # noqa: BLE001 - families without a modeling module, or broken
+        init = _module_init(cls)
+        if init is None:
             continue
-        for name, cls in sorted(vars(mod).items()):
-            if (not inspect.isclass(cls) or not issubclass(cls, nn.Module)
-                    or not name.endswith(("RMSNorm", "LayerNorm", "MLP"))
-                    or cls.__module__ != mod.__name__):
-                continue
-            init = _module_init(cls)
-            if init is None:
-                continue
-            e = Entry(id=f"transformers.{name}", source="transformers", call="module",
-                      init=init, signature=_signature(cls), import_from=mod.__name__)
-            if _probe(e, _builder(cls, init), 1, []):
-                yield e
+        e = Entry(id=f"transformers.{name}", source="transformers", call="module",
+                  init=init, signature=_signature(cls), import_from=mod.__name__)
+        if _probe(e, _builder(cls, init), 1, []):
+            yield e
 
 
-SOURCES: dict[str, Callable[[], Iterator[Entry]]] = {
-    "nn": crawl_nn, "functional": crawl_functional, "torch": crawl_torch,
-    "special": crawl_special, "linalg": crawl_linalg, "transformers": crawl_transformers,
+@dataclass(frozen=True)
+class Source:
+    """One source of operators: its candidates (listed quickly), and the probe of one."""
+    candidates: Callable[[], list[Any]]
+    probe: Callable[[Any], Iterator[Entry]]
+
+
+def _functions_of(ns_name: str, prefix: str, source: str) -> Source:
+    def candidates() -> list[Any]:
+        ns = {"functional": F, "torch": torch._C._VariableFunctions,
+              "special": torch.special, "linalg": torch.linalg}[ns_name]
+        return _function_candidates(ns)
+    return Source(candidates, lambda c: _probe_function(prefix, source, c))
+
+
+SOURCES: dict[str, Source] = {
+    "nn": Source(_nn_candidates, _probe_nn),
+    "functional": _functions_of("functional", "F", "functional"),
+    "torch": _functions_of("torch", "torch", "torch"),
+    "special": _functions_of("special", "torch.special", "special"),
+    "linalg": _functions_of("linalg", "torch.linalg", "linalg"),
+    "transformers": Source(_transformers_candidates, _probe_transformers),
 }
 
 
-def crawl(progress: Callable[[str, int], None] | None = None) -> Json:
-    """The catalog: {"torch": version, "entries": [...], "counts": {source: n}}."""
+def crawl_source(source: str, progress: Callable[[int, int], None] | None = None) -> list[Json]:
+    """The entries of one source, in candidate order; progress(done, total) after each
+    candidate."""
     torch.set_num_threads(1)
+    src = SOURCES[source]
+    cands = src.candidates()
+    out: list[Json] = []
+    for k, c in enumerate(cands):
+        out.extend(asdict(e) for e in src.probe(c))
+        if progress:
+            progress(k + 1, len(cands))
+    return out
+
+
+def assemble(parts: dict[str, list[Json]]) -> Json:
+    """The catalog from each source's entries (crawl_source, in SOURCES order): {"torch":
+    version, "entries": [...], "counts": {source: n}, "usable": n, ...}. An id found by two
+    sources is kept from the first."""
     entries: list[Json] = []
     seen: set[str] = set()
     counts: dict[str, int] = {}
-    for source, fn in SOURCES.items():
+    for source in SOURCES:
         n = 0
-        for e in fn():
-            if e.id in seen:
+        for e in parts.get(source, []):
+            if e["id"] in seen:
                 continue
-            seen.add(e.id)
-            entries.append(asdict(e))
+            seen.add(e["id"])
+            entries.append(e)
             n += 1
-            if progress:
-                progress(source, n)
         counts[source] = n
     usable = sum(1 for e in entries if is_usable(e))
     return {"torch": torch.__version__, "entries": entries, "counts": counts, "usable": usable,
             "probe_shapes": {str(k): list(v) for k, v in PROBE_SHAPES.items()},
             "note": "usable: computes something (not the identity, not a constant), "
                     "deterministic, and the batch dimension scales freely"}
+
+
+def crawl(progress: Callable[[str, int, int], None] | None = None) -> Json:
+    """The catalog of every source (assemble); progress(source, done, total) per candidate."""
+    parts = {}
+    for source in SOURCES:
+        tick = (lambda d, t, s=source: progress(s, d, t)) if progress else None
+        parts[source] = crawl_source(source, tick)
+    return assemble(parts)
 
 
 def is_usable(e: Json) -> bool:
