@@ -80,6 +80,11 @@ def test_compose_and_filter_keep_the_mix(cat: dict[str, Any], tmp_path: Path) ->
     assert rows[0]["data_source"] == "cuda-agent-synth" and rows[0]["ops"] == kept[0]["ops"]
     funnel = json.loads((tmp_path / "funnel.json").read_text())
     assert funnel["kept"] == len(kept) and funnel["stages"][-1]["left"] == len(kept)
+    # compose's redraws (degenerate chains, draws that do not run) reach the funnel
+    redrawn = json.loads((tmp_path / "compose_stats.json").read_text())["redrawn"]
+    assert funnel["redrawn_at_compose"] == redrawn and sum(redrawn.values()) > 0, redrawn
+    assert set(redrawn) <= {"chain", "runs", "degenerate"}
+    assert "compose drew" in (tmp_path / "funnel.html").read_text()
 
 
 def test_decontamination(tmp_path: Path) -> None:

@@ -142,7 +142,13 @@ def step_compose(d: Path, n: int, seed: int) -> int:
         rng.random()
     prog = Progress("compose", n, len(have))
     batch: list[Json] = []
+    stats_path = d / "compose_stats.json"
     redrawn: Counter[str] = Counter()
+    if have and stats_path.exists():  # a resumed compose adds to what the first part drew
+        try:
+            redrawn.update(json.loads(stats_path.read_text()).get("redrawn", {}))
+        except ValueError:
+            pass
     k = len(have)
     blocks = any(any(m in e["id"] for m in compose.BLOCK_MARKERS) for e in compose.usable(cat))
     while k < n:
@@ -161,6 +167,7 @@ def step_compose(d: Path, n: int, seed: int) -> int:
         k += 1
         if len(batch) >= 20 or k == n:
             append_jsonl(path, batch)
+            write_atomic(stats_path, json.dumps({"redrawn": dict(sorted(redrawn.items()))}))
             batch = []
         prog(k)
     mix = Counter(t["kind"] for t in read_jsonl(path))
@@ -296,7 +303,9 @@ def llm_summary(d: Path) -> Json | None:
             "top_reasons": Counter(r["why"].split(":")[0][:60] for r in rejected).most_common(3)}
 
 
-def funnel(tasks: list[Json], verdicts: list[Json]) -> Json:
+def funnel(tasks: list[Json], verdicts: list[Json], redrawn: dict[str, int] | None = None
+           ) -> Json:
+    """The funnel; `redrawn`: compose's draws made again, by why (compose_stats.json)."""
     from .filters import STAGES
 
     dropped = Counter(v["stage"] for v in verdicts if not v.get("kept"))
@@ -313,6 +322,7 @@ def funnel(tasks: list[Json], verdicts: list[Json]) -> Json:
                      "top_reasons": why.get(s, Counter()).most_common(3)})
     runtimes = [v["runtime_ms"] for v in verdicts if v.get("kept") and "runtime_ms" in v]
     return {"composed": len(tasks), "filtered": len(verdicts), "kept": len(kept),
+            "redrawn_at_compose": dict(redrawn or {}),
             "stages": rows,
             "mix": dict(sorted(Counter(t["kind"] for t in kept).items())),
             "ops": Counter(op for t in kept for op in t["ops"]).most_common(30),
@@ -341,7 +351,13 @@ def step_export(d: Path) -> int:
         parquet = " (no pyarrow: no parquet)"
     from .report import render
 
-    f = funnel(tasks, verdicts)
+    redrawn = {}
+    if (d / "compose_stats.json").exists():
+        try:
+            redrawn = json.loads((d / "compose_stats.json").read_text()).get("redrawn", {})
+        except ValueError:
+            pass
+    f = funnel(tasks, verdicts, redrawn)
     f["llm"] = llm_summary(d)
     (d / "funnel.json").write_text(json.dumps(f, indent=1))
     (d / "funnel.html").write_text(render(f))
@@ -351,6 +367,9 @@ def step_export(d: Path) -> int:
         print(f"LLM: {g['prompts']} prompts, {g['replies']} replies, {g['failed_requests']} "
               f"failed requests, {g['rejected']} replies not a task"
               + "".join(f"; {w} ({k})" for w, k in g["top_reasons"]))
+    if redrawn:
+        print(f"compose drew {sum(redrawn.values())} operator sets again before these tasks: "
+              + ", ".join(f"{w} {n}" for w, n in sorted(redrawn.items())))
     print(f"{'stage':<16}{'dropped':>9}{'left':>8}  top reasons")
     print(f"{'composed':<16}{'':>9}{f['filtered']:>8}")
     for r in f["stages"]:

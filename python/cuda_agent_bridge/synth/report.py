@@ -59,6 +59,7 @@ def render(f: Json) -> str:
         + html.escape("; ".join(f"{w} ({n})" for w, n in s["top_reasons"])) + "</td></tr>"
         for s in f["stages"])
     runtime_kind = "measured on the GPU" if f["runtime_measured"] else "estimated (roofline)"
+    redrawn: dict[str, int] = f.get("redrawn_at_compose") or {}
     body = [
         "<!doctype html><html><head><meta charset='utf-8'><title>cuda-agent synth: funnel"
         "</title><style>body{font-family:sans-serif;max-width:760px;margin:2em auto}"
@@ -66,6 +67,9 @@ def render(f: Json) -> str:
         "font-size:12px;text-align:left}</style></head><body>",
         "<h1>cuda-agent synth: funnel</h1>",
         f"<p>{f['filtered']} tasks filtered, {f['kept']} kept.</p>",
+        (f"<p>Before them, compose drew {sum(redrawn.values())} operator sets again: "
+         + html.escape(", ".join(f"{w} {n}" for w, n in sorted(redrawn.items()))) + ".</p>")
+        if redrawn else "",
         _bars("Tasks left after each stage", stages),
         "<table><tr><th>stage</th><th>dropped</th><th>top reasons</th></tr>" + reasons
         + "</table>",
