@@ -180,10 +180,11 @@ def check_compile(task: Json) -> tuple[str, str] | None:
 
 def runtime_ms(task: Json, split: dict[str, float] | None = None) -> tuple[float, bool]:
     """(eager runtime in ms, measured): CUDA events at the task's size where a GPU is, else the
-    composer's estimate. `split`, when given, gets where the timing's seconds went: ``setup``
-    (the model and its inputs made on the GPU), ``pilot`` (pilot_bound_ms) and ``calls`` (the
-    timed and warm-up calls at the task's size); and ``pilot_bound_ms``, the pilot's bound, with
-    ``pilot_only`` 1 when that bound is what is returned (the task was not timed at its size)."""
+    composer's estimate. `split`, when given, gets where the timing's seconds went:
+    ``timing_setup`` (the model and its inputs made on the GPU), ``timing_pilot``
+    (pilot_bound_ms) and ``timing_calls`` (the warm-up and timed calls at the task's size); and
+    ``pilot_bound_ms``, the pilot's bound, with ``pilot_only`` 1 when that bound is what is
+    returned (the task was not timed at its size), or ``pilot_failed`` 1."""
     if not torch.cuda.is_available():
         return float(task["estimated_ms"]), False
     return timed_ms(task, "cuda", split), True
@@ -408,8 +409,9 @@ class Timer:
     process is replaced at once by a spare, started beforehand (torch imported, its CUDA
     context made, nothing run), and a new spare starts while the next tasks are timed. The
     spare is idle: it holds a context and runs nothing, so it does not share the GPU with a
-    timing. (H200, 2026-12-06: 11 replacements in 482 timed tasks, each then waiting for a new
-    process's start.)"""
+    timing; only its start (a CUDA context made) can overlap one, and a timing here decides no
+    more than the [1, 100] ms window. (H200, 2026-12-06: 11 replacements in 482 timed tasks,
+    each then waiting for a new process's start.)"""
 
     def __init__(self) -> None:
         self.ex: Any = None
