@@ -73,9 +73,18 @@ def reopen_jsonl(path: Path) -> list[Json]:
     write), so that rows appended next follow whole ones."""
     rows = read_jsonl(path)
     if path.exists():
-        write_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))  # a new file: the
-    # staged copy of a sandboxed step belongs to the caller, and the sandbox may not write it
+        # a new file: the staged copy of a sandboxed step belongs to the caller, and the
+        # sandbox's uid may not write it in place
+        write_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
     return rows
+
+
+def read_redrawn(d: Path) -> dict[str, int]:
+    """compose's draws made again, by why (DIR/compose_stats.json), or {} when there is none."""
+    try:
+        return dict(json.loads((d / "compose_stats.json").read_text()).get("redrawn", {}))
+    except (OSError, ValueError):
+        return {}
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -143,12 +152,8 @@ def step_compose(d: Path, n: int, seed: int) -> int:
     prog = Progress("compose", n, len(have))
     batch: list[Json] = []
     stats_path = d / "compose_stats.json"
-    redrawn: Counter[str] = Counter()
-    if have and stats_path.exists():  # a resumed compose adds to what the first part drew
-        try:
-            redrawn.update(json.loads(stats_path.read_text()).get("redrawn", {}))
-        except ValueError:
-            pass
+    # a resumed compose adds to what the first part drew
+    redrawn: Counter[str] = Counter(read_redrawn(d) if have else {})
     k = len(have)
     blocks = any(any(m in e["id"] for m in compose.BLOCK_MARKERS) for e in compose.usable(cat))
     while k < n:
@@ -351,12 +356,7 @@ def step_export(d: Path) -> int:
         parquet = " (no pyarrow: no parquet)"
     from .report import render
 
-    redrawn = {}
-    if (d / "compose_stats.json").exists():
-        try:
-            redrawn = json.loads((d / "compose_stats.json").read_text()).get("redrawn", {})
-        except ValueError:
-            pass
+    redrawn = read_redrawn(d)
     f = funnel(tasks, verdicts, redrawn)
     f["llm"] = llm_summary(d)
     (d / "funnel.json").write_text(json.dumps(f, indent=1))

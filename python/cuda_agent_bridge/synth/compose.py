@@ -220,8 +220,7 @@ def compose_one(catalog: Json, rng: random.Random, index: int, kind: str,
         scale = min(scale, MAX_INPUT_BYTES / in_bytes)
         batch = max(1, int(b0 * scale))
         code = render(ops, rank, batch)
-        run_probe(code, batch=b0)
-        degenerate = degenerate_why(code, b0)
+        degenerate = degenerate_why(code, b0)  # runs it on DRAWS inputs: raises if it cannot
     except Exception:  # noqa: BLE001 - a combination that does not run: draw again
         redrawn["runs"] += 1
         return None
