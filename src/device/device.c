@@ -355,14 +355,21 @@ int device_flush_alloc(struct device *dev, double factor, size_t *bytes, struct 
 	int rc;
 
 	*bytes = dev->flush_bytes;
-	if (dev->kind != DEVICE_CUDA || dev->flush_buf || !(factor > 0))
+	if (dev->kind != DEVICE_CUDA || !(factor > 0))
 		return 0;
 	want = (size_t)(factor * (double)dev->l2_bytes);
 	if (want < FLUSH_MIN_BYTES)
 		want = FLUSH_MIN_BYTES;
 	want = want / 16 * 16;
+	if (dev->flush_buf && dev->flush_bytes == want) /* a kept device's, the same size */
+		return 0;
 	if ((rc = make_current(dev, d)))
 		return rc;
+	if (dev->flush_buf) {
+		dev->drv->cuMemFree(dev->flush_buf);
+		dev->flush_buf = 0;
+		dev->flush_bytes = 0;
+	}
 	if ((r = dev->drv->cuMemAlloc(&buf, want)))
 		return cu_fail(dev, d, r, "allocating the L2 flush buffer (cuMemAlloc)");
 	if ((r = dev->drv->cuMemsetD8Async(buf, 0x5a, want, (CUstream)dev->stream)) ||

@@ -86,7 +86,8 @@ int device_slot_import(struct device *dev, int fd, size_t bytes, struct device_s
 		       struct ca_diag *d);
 
 /* The L2 flush buffer: factor * the L2 size (at least 2 MiB when the L2 size is unknown),
- * written once. Allocated at most once. Returns its size in *bytes (0 on the CPU). */
+ * written once. Kept while the size asked for stays the same (a device kept across
+ * evaluations keeps it); another size replaces it. Returns its size in *bytes (0 on the CPU). */
 int device_flush_alloc(struct device *dev, double factor, size_t *bytes, struct ca_diag *d);
 
 /* Enqueued: 0xFF bytes over [off, off + nbytes) of the slot (NaN in every float format). */

@@ -74,7 +74,7 @@ int data_open(struct run *r)
 		set_reason(r, "env.bridge", "torch bridge (slots): %s", d.msg);
 		return -1;
 	}
-	if (device_open(&D->dev, dk, 0, &d)) {
+	if (eval_session_device_take(r->s, dk, &D->dev, &d)) {
 		set_reason(r, "env.gpu", "the supervisor cannot use the GPU itself: %s", d.msg);
 		return -1;
 	}
@@ -117,7 +117,7 @@ void data_close(struct run *r)
 	device_slot_unmap(&D->params);
 	device_slot_unmap(&D->outputs);
 	if (D->dev_open)
-		device_close(&D->dev);
+		eval_session_device_give(r->s, &D->dev);
 	D->dev_open = false;
 	if (D->bridge_slots) {
 		json_t *req = json_object(), *res = NULL;

@@ -90,6 +90,7 @@ static void run_steps_in_order(struct run *r)
 		step_claim_cpu(r);
 	if (o->mode != EVAL_COMPILE && eval_session_warm(s, &td))
 		ca_log_warn("torch bridge: %s", td.msg);
+	note_mark(r, "the build starts");
 	if (step_build(r, o->mode != EVAL_COMPILE && build_beside_start()))
 		return;
 	if (o->mode == EVAL_COMPILE) {
@@ -116,6 +117,7 @@ static void run_steps_in_order(struct run *r)
 			   "and the task is valid; verification and timing need a GPU");
 		return;
 	}
+	note_mark(r, "the task described");
 	step_preload(r);
 	if (make_run_dirs(r) || step_start(r))
 		return;
@@ -167,9 +169,11 @@ static void run_conclude(struct run *r)
 	}
 	if (o->mode == EVAL_COMPILE)
 		json_object_set_new(r->result, "correct", json_null());
+	note_mark(r, "the steps ended; the result is made");
 	if (o->mode != EVAL_COMPILE)
 		step_reward(r);
 	step_env(r);
+	note_mark(r, "reward and environment set");
 	if (r->isolation) {
 		json_object_set_new(r->isolation, "separate_process", json_true());
 		json_object_set_new(r->isolation, "reference_outputs_hidden", json_true());

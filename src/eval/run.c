@@ -8,6 +8,7 @@
 
 #include "protocol/reasons.h"
 #include "util/clock.h"
+#include "util/log.h"
 #include "util/fs.h"
 #include "util/str.h"
 
@@ -48,7 +49,16 @@ const char *reason_code(const struct run *r)
 
 void note_seconds(struct run *r, const char *what, double since)
 {
-	json_object_set_new(r->seconds, what, json_real(ca_now() - since));
+	double now = ca_now();
+	json_object_set_new(r->seconds, what, json_real(now - since));
+	/* CUDA_AGENT_LOG=debug: the run's timeline, each step with when it began and ended */
+	ca_log_debug("step %-10s %7.3f s to %7.3f s (%.3f s)", what, since - r->t_start,
+		     now - r->t_start, now - since);
+}
+
+void note_mark(const struct run *r, const char *what)
+{
+	ca_log_debug("at %7.3f s: %s", ca_now() - r->t_start, what);
 }
 
 

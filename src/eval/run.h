@@ -132,6 +132,8 @@ void set_reason(struct run *r, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 const char *reason_code(const struct run *r);
 void note_seconds(struct run *r, const char *what, double since);
+/* CUDA_AGENT_LOG=debug: logs when, since the run began, what happened. */
+void note_mark(const struct run *r, const char *what);
 /* A secret seed (getrandom): never derived from anything the candidate could see. */
 uint64_t secret_seed(void);
 /* The last lines of a process's stderr file, on one line (empty when there are none). */

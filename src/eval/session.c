@@ -63,6 +63,37 @@ int eval_session_warm(struct eval_session *s, struct ca_diag *d)
 	return 0;
 }
 
+int eval_session_device_take(struct eval_session *s, enum device_kind kind, struct device *dev,
+			     struct ca_diag *d)
+{
+	if (s->dev_kept && s->dev.kind == kind) {
+		*dev = s->dev;
+		memset(&s->dev, 0, sizeof s->dev);
+		s->dev_kept = false;
+		return 0;
+	}
+	if (s->dev_kept)
+		device_close(&s->dev);
+	s->dev_kept = false;
+	return device_open(dev, kind, 0, d);
+}
+
+void eval_session_device_give(struct eval_session *s, struct device *dev)
+{
+	struct ca_diag d = {{0}};
+	/* Kept only while its stream still works; a device that failed is closed, and the next
+	 * evaluation makes a new one. */
+	if (device_sync(dev, &d) != 0) {
+		device_close(dev);
+		return;
+	}
+	if (s->dev_kept)
+		device_close(&s->dev);
+	s->dev = *dev;
+	s->dev_kept = true;
+	memset(dev, 0, sizeof *dev);
+}
+
 void eval_session_close(struct eval_session *s)
 {
 	if (s->bridge_started)
@@ -75,4 +106,7 @@ void eval_session_close(struct eval_session *s)
 	s->py = NULL;
 	json_decref(s->described);
 	s->described = NULL;
+	if (s->dev_kept)
+		device_close(&s->dev);
+	s->dev_kept = false;
 }

@@ -1,9 +1,12 @@
 /* session: what an evaluation is asked to do (struct eval_opts) and what is worth keeping warm
  * across evaluations (struct eval_session): the torch bridge (a Python process that takes
- * seconds to start) and the baseline cache. eval/eval.h runs an evaluation with them.
+ * seconds to start), the baseline cache and the supervisor's device (its CUDA context, whose
+ * teardown took 77 ms of every evaluation on an H100). eval/eval.h runs an evaluation with them.
  *
- * Ownership: the session owns its bridge, its cache and its probed Python runtime until
- * eval_session_close(); eval_opts holds borrowed strings. */
+ * Ownership: the session owns its bridge, its cache, its probed Python runtime and, between
+ * evaluations, the supervisor's device until eval_session_close(); an evaluation takes the
+ * device for its run (eval/data.c) and gives it back when it is still healthy. eval_opts holds
+ * borrowed strings. */
 #ifndef CA_EVAL_SESSION_H
 #define CA_EVAL_SESSION_H
 
@@ -11,6 +14,7 @@
 #include <stdbool.h>
 
 #include "bridge/bridge.h"
+#include "device/device.h"
 #include "eval/torch_candidate.h"
 #include "protocol/protocol.h"
 #include "store/baseline_cache.h"
@@ -66,6 +70,11 @@ struct eval_session {
 	 * task seen before is described without the bridge and without the GPU (describe runs the
 	 * reference with a fixed seed, so the answer depends on the task's files only). */
 	json_t *described;
+	/* The supervisor's device between evaluations (dev_kept): nothing of an evaluation is left
+	 * in it (its slots are unmapped), only the context, the stream, the module, the L2 flush
+	 * buffer and NVML. It holds no candidate state: the candidate never reaches this context. */
+	struct device dev;
+	bool dev_kept;
 };
 
 #define EVAL_DESCRIBED_MAX 64
@@ -76,5 +85,13 @@ void eval_session_init(struct eval_session *s, const char *python, const char *d
 /* Starts the bridge now, in the background (eval_run does it on demand otherwise). */
 int eval_session_warm(struct eval_session *s, struct ca_diag *d);
 void eval_session_close(struct eval_session *s);
+/* The supervisor's device for one evaluation: the session's kept one when it is of this kind
+ * (moved into *dev), else a new one (device_open, ordinal 0; a kept one of another kind is
+ * closed). 0, or device_open's error. */
+int eval_session_device_take(struct eval_session *s, enum device_kind kind, struct device *dev,
+			     struct ca_diag *d);
+/* Gives an evaluation's device back (its slots unmapped): kept by the session when its stream
+ * still synchronizes, closed otherwise. *dev is zeroed either way. */
+void eval_session_device_give(struct eval_session *s, struct device *dev);
 
 #endif

@@ -503,9 +503,10 @@ int step_start(struct run *r)
 	}
 	if (data_open(r))
 		return -1;
-	/* The native worker runs native candidates, and on a GPU every candidate's reference
-	 * process (twin_start) */
-	bool twin = r->data.dev.kind == DEVICE_CUDA;
+	/* The native worker runs native candidates, and on a GPU every timed candidate's
+	 * reference process (twin_start: only the timed loop's calibration and outside bound use
+	 * it, so verification alone starts none) */
+	bool twin = r->data.dev.kind == DEVICE_CUDA && r->timing_wanted;
 	if ((native || twin) && (find_worker(r, worker, sizeof worker) || !ca_is_file(worker))) {
 		set_reason(r, "env.no_worker",
 			   "the GPU worker %s%s is not built (build on a machine with nvcc: make)",

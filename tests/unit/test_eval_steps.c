@@ -418,6 +418,42 @@ static void *stage_peer_main(void *arg)
 	return NULL;
 }
 
+/* The session keeps the supervisor's device between evaluations (eval/session.h): the second
+ * take gets the same device back, not a new one; a take of another kind closes the kept one. The
+ * CPU backend stands in for CUDA, whose context is what the keeping saves. */
+static void test_session_keeps_device(void **state)
+{
+	struct eval_session s;
+	struct device a, b, c;
+	struct ca_diag d = {{0}};
+	(void)state;
+
+	eval_session_init(&s, NULL, "cpu");
+	assert_int_equal(eval_session_device_take(&s, DEVICE_CPU, &a, &d), 0);
+	assert_int_equal(a.kind, DEVICE_CPU);
+	assert_false(s.dev_kept);
+	a.cpu_sum = 0x5eed; /* marks this device */
+	eval_session_device_give(&s, &a);
+	assert_true(s.dev_kept);
+	assert_int_equal(a.kind, DEVICE_NONE); /* moved, not copied */
+	assert_int_equal(eval_session_device_take(&s, DEVICE_CPU, &b, &d), 0);
+	assert_int_equal(b.kind, DEVICE_CPU);
+	assert_int_equal(b.cpu_sum, 0x5eed); /* the kept one */
+	assert_false(s.dev_kept);
+	eval_session_device_give(&s, &b);
+	assert_true(s.dev_kept);
+	/* another kind: the kept CPU device is closed whether or not a GPU is here */
+	int rc = eval_session_device_take(&s, DEVICE_CUDA, &c, &d);
+	assert_false(s.dev_kept);
+	if (rc == 0) {
+		assert_int_equal(c.kind, DEVICE_CUDA);
+		eval_session_device_give(&s, &c);
+	}
+	eval_session_close(&s);
+	assert_false(s.dev_kept);
+	assert_int_equal(s.dev.kind, DEVICE_NONE);
+}
+
 static void test_gpu_stage_turns(void **state)
 {
 	(void)state;
@@ -466,6 +502,7 @@ int main(void)
 		cmocka_unit_test(test_reward_and_env),
 		cmocka_unit_test(test_bridge_and_describe),
 		cmocka_unit_test(test_gpu_stage_turns),
+		cmocka_unit_test(test_session_keeps_device),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
