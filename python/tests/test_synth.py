@@ -448,3 +448,53 @@ def test_crawl_goes_on_from_the_next_source(monkeypatch: pytest.MonkeyPatch,
                                                  "three.b"]  # an id twice: kept once
     assert cat["counts"] == {"one": 1, "two": 2, "three": 2} and cat["usable"] == 5
     assert not parts.exists()
+
+
+def _run_dir(d: Path, tasks: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> Path:
+    d.mkdir()
+    (d / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    (d / "verdicts.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts))
+    return d
+
+
+def test_slowdowns_come_from_gpu_measurements_only(tmp_path: Path) -> None:
+    tasks = [{"id": "a", "ops": ["P", "Q"], "estimated_ms": 2.0},
+             {"id": "b", "ops": ["Q", "R"], "estimated_ms": 4.0},
+             {"id": "c", "ops": ["S"], "estimated_ms": 2.0},
+             {"id": "d", "ops": ["T"], "estimated_ms": 2.0},
+             {"id": "e", "ops": ["U"], "estimated_ms": 2.0, "roofline_ms": 1.0}]
+    verdicts = [{"id": "a", "runtime_ms": 200.0, "measured": True},   # 100x: P and Q
+                {"id": "b", "runtime_ms": 6.0, "measured": True},     # 1.5x: clears Q to 1.5
+                {"id": "c", "runtime_ms": 50.0, "measured": False},   # a CPU estimate: nothing
+                {"id": "d", "runtime_ms": None, "measured": None},    # failed: nothing
+                {"id": "e", "runtime_ms": 30.0, "measured": True}]    # against its roofline
+    slow = compose.slowdowns([_run_dir(tmp_path / "run", tasks, verdicts)])
+    assert slow == {"P": 100.0, "Q": 1.5, "R": 1.5, "U": 30.0}
+    with pytest.raises(OSError):
+        compose.slowdowns([tmp_path / "nothing"])
+
+
+def test_compose_draws_slow_operators_smaller(cat: dict[str, Any], tmp_path: Path) -> None:
+    # a task drawn well above the probe batch, so that a slowdown has room to shrink it
+    seed, plain = next((s, t) for s, t in ((s, compose.compose_one(cat, random.Random(s), 0, "2"))
+                                           for s in range(50))
+                       if t is not None and t["batch"] > 4 * catalog.PROBE_SHAPES[t["rank"]][0])
+    factors = {op: 1000.0 for op in plain["ops"]}
+    slowed = compose.compose_one(cat, random.Random(seed), 0, "2", None, factors)
+    assert slowed is not None and slowed["ops"] == plain["ops"]
+    assert slowed["batch"] < plain["batch"] and slowed["slowdown"] == 1000.0
+    assert slowed["roofline_ms"] < slowed["estimated_ms"]
+    assert "slowdown" not in plain and "roofline_ms" not in plain
+    # through the step: the factors come from a run directory; a wrong one is a usage error
+    (tmp_path / "catalog.json").write_text(json.dumps(cat))
+    run = _run_dir(tmp_path / "run", [dict(plain, id="x")],
+                   [{"id": "x", "runtime_ms": 1000.0 * plain["estimated_ms"], "measured": True}])
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "catalog.json").write_text(json.dumps(cat))
+    assert synth_main(["compose", "--dir", str(out), "-n", "3", "--measured", str(run)]) == 0
+    stats = json.loads((out / "compose_stats.json").read_text())
+    assert stats["measured"] == [str(run)] and stats["slowed_operators"] == len(set(plain["ops"]))
+    assert synth_main(["compose", "--dir", str(out), "-n", "4", "--measured",
+                       str(tmp_path / "nothing")]) == 2
+    assert synth_main(["filter", "--dir", str(out), "--measured", str(run)]) == 2

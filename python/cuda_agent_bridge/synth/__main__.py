@@ -3,7 +3,9 @@ docs/synth.md). Every step reads and writes files in DIR and can be interrupted 
 it goes on from what is already there.
 
   crawl                 DIR/catalog.json: the operators found (synth/catalog.py)
-  compose -n N          DIR/tasks.jsonl: N tasks (synth/compose.py); --seed S
+  compose -n N          DIR/tasks.jsonl: N tasks (synth/compose.py); --seed S; --measured RUN
+                        (repeatable): size them with the slowdowns measured in an earlier
+                        filter run's directory on a GPU (compose.slowdowns)
   filter                DIR/verdicts.jsonl: each task's verdict (synth/filters.py);
                         --kernelbench PATH (decontamination), --no-compile, --jobs J
   export                DIR/ops.jsonl (+ ops.parquet with pyarrow): the kept tasks as Ops-6K
@@ -140,10 +142,22 @@ def step_crawl(d: Path) -> int:
     return 0
 
 
-def step_compose(d: Path, n: int, seed: int) -> int:
+def step_compose(d: Path, n: int, seed: int, measured: list[Path] | None = None) -> int:
     from . import compose
 
     cat = json.loads((d / "catalog.json").read_text())
+    slow: dict[str, float] = {}
+    if measured:
+        try:
+            slow = compose.slowdowns(measured)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"compose: --measured: {exc} (a directory of an earlier `synth filter` run, "
+                  f"with tasks.jsonl and verdicts.jsonl)", file=sys.stderr)
+            return 2
+        top = sorted(slow.items(), key=lambda kv: -kv[1])[:5]
+        print(f"compose: {len(slow)} operators ran slower than the roofline in "
+              f"{', '.join(str(m) for m in measured)}; the slowest: "
+              + ", ".join(f"{op} {f:.3g}x" for op, f in top), file=sys.stderr)
     path = d / "tasks.jsonl"
     have = reopen_jsonl(path)
     rng = random.Random(seed)
@@ -162,7 +176,8 @@ def step_compose(d: Path, n: int, seed: int) -> int:
             continue  # the catalog has no transformer block: the mix renormalizes
         t = None
         for _ in range(100):  # operators drawn again, for this kind
-            t = compose.compose_one(cat, random.Random(rng.getrandbits(64)), k, kind, redrawn)
+            t = compose.compose_one(cat, random.Random(rng.getrandbits(64)), k, kind, redrawn,
+                                    slow)
             if t is not None:
                 break
         if t is None:
@@ -172,7 +187,9 @@ def step_compose(d: Path, n: int, seed: int) -> int:
         k += 1
         if len(batch) >= 20 or k == n:
             append_jsonl(path, batch)
-            write_atomic(stats_path, json.dumps({"redrawn": dict(sorted(redrawn.items()))}))
+            write_atomic(stats_path, json.dumps({"redrawn": dict(sorted(redrawn.items())),
+                                                 "measured": [str(m) for m in measured or []],
+                                                 "slowed_operators": len(slow)}))
             batch = []
         prog(k)
     mix = Counter(t["kind"] for t in read_jsonl(path))
@@ -396,7 +413,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernelbench", type=Path)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    ap.add_argument("--measured", type=Path, action="append", default=[])
     a = ap.parse_args(argv)
+    if a.measured and a.step != "compose":
+        print("synth: --measured is compose's option", file=sys.stderr)
+        return 2
     needs = {"compose": "catalog.json", "filter": "tasks.jsonl", "export": "verdicts.jsonl",
              "llm-prompts": "catalog.json", "llm-ingest": "llm_prompts.jsonl"}
     if a.step in needs and not (a.dir / needs[a.step]).exists():
@@ -407,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.step == "crawl":
         return step_crawl(a.dir)
     if a.step == "compose":
-        return step_compose(a.dir, a.n, a.seed)
+        return step_compose(a.dir, a.n, a.seed, a.measured)
     if a.step == "filter":
         return step_filter(a.dir, a.kernelbench, not a.no_compile, a.jobs)
     if a.step == "llm-prompts":

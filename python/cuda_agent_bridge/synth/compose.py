@@ -13,6 +13,13 @@ FLOP counter) and bytes (inputs and output) at the probe size and picks the batc
 roofline estimate of the eager runtime on the target GPU (ROOFLINE_*, an H200) lands on
 a log-uniform draw in [TARGET_MS]; `synth filter` then measures the real runtime where a GPU is.
 
+The roofline misses whole classes of operators: scans, batched linear algebra and softmax over a
+non-last dimension run 10-1000x slower on a GPU than their FLOPs and bytes say, and the tasks
+drawn with them overshoot the window, where the filter's pilot still spends seconds of GPU time to
+drop each. `compose --measured DIR` learns that from earlier filter runs on a GPU
+(slowdowns()): each operator's term of the estimate is multiplied by how much slower than the
+roofline its tasks ran there, so its tasks are drawn smaller.
+
 A draw whose task does not run at the probe batch, or whose output the evaluation's degeneracy
 detector finds degenerate there (degenerate_why: zeros, a constant, or the same whatever the
 input, over DRAWS input draws), is drawn again, for the same kind. Chains such as ``tanh ->
@@ -22,10 +29,12 @@ of their operators is; `synth filter` judges again at its own batch, and counts 
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import warnings
-from collections import Counter
+from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -155,10 +164,49 @@ def cost(ops: list[Json], rank: int) -> tuple[list[float], list[float]]:
     return flops, nbytes
 
 
-def estimate_ms(flops: list[float], nbytes: list[float], scale: float) -> float:
-    s = sum(max(f * scale / ROOFLINE_FLOPS, b * scale / ROOFLINE_BYTES_PER_S)
-            + ROOFLINE_LAUNCH_S for f, b in zip(flops, nbytes, strict=True))
+def estimate_ms(flops: list[float], nbytes: list[float], scale: float,
+                slowdown: list[float] | None = None) -> float:
+    """The roofline estimate (ms) of ops with these FLOPs and bytes at the probe batch times
+    scale; slowdown (one factor per op, default 1) multiplies each op's term but its launch."""
+    k = slowdown or [1.0] * len(flops)
+    s = sum(max(f * scale / ROOFLINE_FLOPS, b * scale / ROOFLINE_BYTES_PER_S) * m
+            + ROOFLINE_LAUNCH_S for f, b, m in zip(flops, nbytes, k, strict=True))
     return 1e3 * s
+
+
+SLOWDOWN_MAX = 1e4
+
+
+def slowdowns(runs: list[Path]) -> dict[str, float]:
+    """Per operator, how much slower than the roofline its tasks ran on a GPU in earlier filter
+    runs (each run directory's tasks.jsonl and verdicts.jsonl): the least ratio, over the tasks
+    that hold the operator, of the measured eager runtime (or the pilot's lower bound) to the
+    task's roofline estimate, where that is above 1 (capped at SLOWDOWN_MAX). The least, so that
+    an operator is marked slow only when every task that held it ran slow: a chain of a slow
+    and a fast operator marks both, and one fast task of the second clears it. Verdicts without
+    a GPU measurement (`measured` false: the CPU's estimate; no runtime: a failure) count for
+    nothing. Raises OSError or ValueError for a directory that is not a run."""
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for d in runs:
+        est: dict[str, tuple[list[str], float]] = {}
+        for line in (d / "tasks.jsonl").read_text().splitlines():
+            if line.strip():
+                t = json.loads(line)
+                e = t.get("roofline_ms", t.get("estimated_ms"))  # before any slowdown
+                if isinstance(e, (int, float)) and e > 0:
+                    est[t["id"]] = (list(t["ops"]), float(e))
+        for line in (d / "verdicts.jsonl").read_text().splitlines():
+            if not line.strip():
+                continue
+            v = json.loads(line)
+            ms = v.get("runtime_ms")
+            if v.get("measured") is not True or not isinstance(ms, (int, float)) or ms <= 0 \
+                    or v.get("id") not in est:
+                continue
+            ops, e = est[v["id"]]
+            for op in set(ops):
+                ratios[op].append(ms / e)
+    return {op: min(min(r), SLOWDOWN_MAX) for op, r in ratios.items() if min(r) > 1.0}
 
 
 def _draw_count(rng: random.Random) -> str:
@@ -176,11 +224,14 @@ def draw_kind(rng: random.Random) -> str:
 
 
 def compose_one(catalog: Json, rng: random.Random, index: int, kind: str,
-                redrawn: Counter[str] | None = None) -> Json | None:
+                redrawn: Counter[str] | None = None,
+                slowdown: dict[str, float] | None = None) -> Json | None:
     """One task of the given kind, or None when this draw of operators could not be made into
     one (the caller draws again, for the same kind, so that the mix stays MIX). Why a draw
     failed is counted in `redrawn`: "chain" (no operators that chain), "runs" (it raises at
-    the probe batch) or "degenerate" (degenerate_why)."""
+    the probe batch) or "degenerate" (degenerate_why). slowdown: slowdowns()' factors, which
+    scale each op's term of the estimate (the task then records its plain roofline estimate as
+    roofline_ms and its largest factor as slowdown)."""
     redrawn = redrawn if redrawn is not None else Counter()
     pool = usable(catalog)
     blocks = [e for e in pool if any(m in e["id"] for m in BLOCK_MARKERS)]
@@ -210,7 +261,8 @@ def compose_one(catalog: Json, rng: random.Random, index: int, kind: str,
         return None
     try:
         flops, nbytes = cost(ops, rank)
-        base = estimate_ms(flops, nbytes, 1.0)
+        factors = [(slowdown or {}).get(e["id"], 1.0) for e in ops]
+        base = estimate_ms(flops, nbytes, 1.0, factors)
         target = math.exp(rng.uniform(math.log(TARGET_MS[0]), math.log(TARGET_MS[1])))
         launch = 1e3 * ROOFLINE_LAUNCH_S * len(ops)
         per_unit = max(base - launch, 1e-9)
@@ -227,7 +279,11 @@ def compose_one(catalog: Json, rng: random.Random, index: int, kind: str,
     if degenerate is not None:
         redrawn["degenerate"] += 1
         return None
-    return {"id": f"synth-{index:06d}", "kind": kind, "ops": [e["id"] for e in ops],
-            "rank": rank, "batch": batch,
-            "estimated_ms": round(estimate_ms(flops, nbytes, batch / b0), 3),
-            "roofline": ROOFLINE_NAME, "code": code}
+    task: Json = {"id": f"synth-{index:06d}", "kind": kind, "ops": [e["id"] for e in ops],
+                  "rank": rank, "batch": batch,
+                  "estimated_ms": round(estimate_ms(flops, nbytes, batch / b0, factors), 3),
+                  "roofline": ROOFLINE_NAME, "code": code}
+    if max(factors) > 1.0:
+        task["roofline_ms"] = round(estimate_ms(flops, nbytes, batch / b0), 3)
+        task["slowdown"] = round(max(factors), 3)
+    return task
