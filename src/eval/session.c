@@ -66,7 +66,9 @@ int eval_session_warm(struct eval_session *s, struct ca_diag *d)
 int eval_session_device_take(struct eval_session *s, enum device_kind kind, struct device *dev,
 			     struct ca_diag *d)
 {
-	if (s->dev_kept && s->dev.kind == kind) {
+	struct ca_diag sd = {{0}};
+	/* the kept one, unless its stream stopped working since (a GPU reset, say) */
+	if (s->dev_kept && s->dev.kind == kind && device_sync(&s->dev, &sd) == 0) {
 		*dev = s->dev;
 		memset(&s->dev, 0, sizeof s->dev);
 		s->dev_kept = false;

@@ -86,8 +86,8 @@ void eval_session_init(struct eval_session *s, const char *python, const char *d
 int eval_session_warm(struct eval_session *s, struct ca_diag *d);
 void eval_session_close(struct eval_session *s);
 /* The supervisor's device for one evaluation: the session's kept one when it is of this kind
- * (moved into *dev), else a new one (device_open, ordinal 0; a kept one of another kind is
- * closed). 0, or device_open's error. */
+ * and its stream still synchronizes (moved into *dev), else a new one (device_open, ordinal 0;
+ * a kept one that is not used is closed). 0, or device_open's error. */
 int eval_session_device_take(struct eval_session *s, enum device_kind kind, struct device *dev,
 			     struct ca_diag *d);
 /* Gives an evaluation's device back (its slots unmapped): kept by the session when its stream
