@@ -468,10 +468,12 @@ def test_slowdowns_come_from_gpu_measurements_only(tmp_path: Path) -> None:
                 {"id": "c", "runtime_ms": 50.0, "measured": False},   # a CPU estimate: nothing
                 {"id": "d", "runtime_ms": None, "measured": None},    # failed: nothing
                 {"id": "e", "runtime_ms": 30.0, "measured": True}]    # against its roofline
-    slow = compose.slowdowns([_run_dir(tmp_path / "run", tasks, verdicts)])
+    slow = compose.slowdowns([(tasks, verdicts)])
     assert slow == {"P": 100.0, "Q": 1.5, "R": 1.5, "U": 30.0}
-    with pytest.raises(OSError):
-        compose.slowdowns([tmp_path / "nothing"])
+    # the step reads them from a run's directory
+    run = _run_dir(tmp_path / "run", tasks, verdicts)
+    assert compose.slowdowns([(read_jsonl(run / "tasks.jsonl"),
+                               read_jsonl(run / "verdicts.jsonl"))]) == slow
 
 
 def test_compose_draws_slow_operators_smaller(cat: dict[str, Any], tmp_path: Path) -> None:

@@ -82,13 +82,7 @@ int eval_session_device_take(struct eval_session *s, enum device_kind kind, stru
 
 void eval_session_device_give(struct eval_session *s, struct device *dev)
 {
-	struct ca_diag d = {{0}};
-	/* Kept only while its stream still works; a device that failed is closed, and the next
-	 * evaluation makes a new one. */
-	if (device_sync(dev, &d) != 0) {
-		device_close(dev);
-		return;
-	}
+	/* whether it still works is asked when it is taken again (eval_session_device_take) */
 	if (s->dev_kept)
 		device_close(&s->dev);
 	s->dev = *dev;

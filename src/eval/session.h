@@ -90,8 +90,8 @@ void eval_session_close(struct eval_session *s);
  * a kept one that is not used is closed). 0, or device_open's error. */
 int eval_session_device_take(struct eval_session *s, enum device_kind kind, struct device *dev,
 			     struct ca_diag *d);
-/* Gives an evaluation's device back (its slots unmapped): kept by the session when its stream
- * still synchronizes, closed otherwise. *dev is zeroed either way. */
+/* Gives an evaluation's device back (its slots unmapped) to the session, which keeps it (and
+ * closes it at eval_session_close unless it is taken again). *dev is zeroed. */
 void eval_session_device_give(struct eval_session *s, struct device *dev);
 
 #endif

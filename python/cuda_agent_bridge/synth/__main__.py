@@ -148,11 +148,16 @@ def step_compose(d: Path, n: int, seed: int, measured: list[Path] | None = None)
     cat = json.loads((d / "catalog.json").read_text())
     slow: dict[str, float] = {}
     if measured:
+        for m in measured:
+            if not ((m / "tasks.jsonl").is_file() and (m / "verdicts.jsonl").is_file()):
+                print(f"compose: --measured {m}: not the directory of an earlier `synth filter` "
+                      f"run (it holds tasks.jsonl and verdicts.jsonl)", file=sys.stderr)
+                return 2
         try:
-            slow = compose.slowdowns(measured)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            print(f"compose: --measured: {exc} (a directory of an earlier `synth filter` run, "
-                  f"with tasks.jsonl and verdicts.jsonl)", file=sys.stderr)
+            slow = compose.slowdowns([(read_jsonl(m / "tasks.jsonl"),
+                                       read_jsonl(m / "verdicts.jsonl")) for m in measured])
+        except (KeyError, TypeError) as exc:
+            print(f"compose: --measured: a task without its {exc}", file=sys.stderr)
             return 2
         top = sorted(slow.items(), key=lambda kv: -kv[1])[:5]
         print(f"compose: {len(slow)} operators ran slower than the roofline in "

@@ -29,12 +29,10 @@ of their operators is; `synth filter` judges again at its own batch, and counts 
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import warnings
-from collections import Counter, defaultdict
-from pathlib import Path
+from collections import Counter
 from typing import Any
 
 import torch
@@ -177,36 +175,32 @@ def estimate_ms(flops: list[float], nbytes: list[float], scale: float,
 SLOWDOWN_MAX = 1e4
 
 
-def slowdowns(runs: list[Path]) -> dict[str, float]:
+def slowdowns(runs: list[tuple[list[Json], list[Json]]]) -> dict[str, float]:
     """Per operator, how much slower than the roofline its tasks ran on a GPU in earlier filter
-    runs (each run directory's tasks.jsonl and verdicts.jsonl): the least ratio, over the tasks
+    runs (each run's tasks and verdicts, as in its tasks.jsonl and verdicts.jsonl): the least
+    ratio, over the tasks
     that hold the operator, of the measured eager runtime (or the pilot's lower bound) to the
     task's roofline estimate, where that is above 1 (capped at SLOWDOWN_MAX). The least, so that
     an operator is marked slow only when every task that held it ran slow: a chain of a slow
     and a fast operator marks both, and one fast task of the second clears it. Verdicts without
     a GPU measurement (`measured` false: the CPU's estimate; no runtime: a failure) count for
-    nothing. Raises OSError or ValueError for a directory that is not a run."""
-    ratios: dict[str, list[float]] = defaultdict(list)
-    for d in runs:
+    nothing."""
+    least: dict[str, float] = {}
+    for tasks, verdicts in runs:
         est: dict[str, tuple[list[str], float]] = {}
-        for line in (d / "tasks.jsonl").read_text().splitlines():
-            if line.strip():
-                t = json.loads(line)
-                e = t.get("roofline_ms", t.get("estimated_ms"))  # before any slowdown
-                if isinstance(e, (int, float)) and e > 0:
-                    est[t["id"]] = (list(t["ops"]), float(e))
-        for line in (d / "verdicts.jsonl").read_text().splitlines():
-            if not line.strip():
-                continue
-            v = json.loads(line)
+        for t in tasks:
+            e = t.get("roofline_ms", t.get("estimated_ms"))  # before any slowdown
+            if isinstance(e, (int, float)) and e > 0:
+                est[t["id"]] = (list(t["ops"]), float(e))
+        for v in verdicts:
             ms = v.get("runtime_ms")
             if v.get("measured") is not True or not isinstance(ms, (int, float)) or ms <= 0 \
                     or v.get("id") not in est:
                 continue
             ops, e = est[v["id"]]
-            for op in set(ops):
-                ratios[op].append(ms / e)
-    return {op: min(min(r), SLOWDOWN_MAX) for op, r in ratios.items() if min(r) > 1.0}
+            for op in ops:
+                least[op] = min(least.get(op, math.inf), ms / e)
+    return {op: min(r, SLOWDOWN_MAX) for op, r in least.items() if r > 1.0}
 
 
 def _draw_count(rng: random.Random) -> str:
