@@ -38,6 +38,16 @@ static void run_free(struct run *r)
 	json_decref(r->inline_modules);
 }
 
+/* The seconds of a GPU shared through its lock (gpu_stage.h): only when it was. */
+static void note_gpu_stage(struct run *r)
+{
+	const struct gpu_stage *g = &r->gpu;
+	if (g->waited_s > 0 || g->held_s > 0) {
+		json_object_set_new(r->seconds, "gpu_wait", json_real(g->waited_s));
+		json_object_set_new(r->seconds, "gpu_held", json_real(g->held_s));
+	}
+}
+
 /* Whether the protocol may run with the bridge on the CPU (tests without a GPU; PyTorch formats
  * only: timings there mean nothing). */
 static bool cpu_protocol(void)
@@ -188,10 +198,7 @@ static void run_conclude(struct run *r)
 				  "between calls, with its data in GPU memory the bridge owns, but "
 				  "nothing limits its system calls or what files it can read"));
 	}
-	if (r->gpu.waited_s > 0 || r->gpu.held_s > 0) {
-		json_object_set_new(r->seconds, "gpu_wait", json_real(r->gpu.waited_s));
-		json_object_set_new(r->seconds, "gpu_held", json_real(r->gpu.held_s));
-	}
+	note_gpu_stage(r);
 	json_object_set_new(r->seconds, "total", json_real(ca_now() - r->t_start));
 	if (r->dir[0] && o->keep_run_dir)
 		json_object_set_new(r->result, "run_dir", json_string(r->dir));
@@ -358,10 +365,7 @@ int eval_baselines(struct eval_session *s, const struct eval_opts *o, json_t **r
 	json_object_set_new(r->result, "baselines", json_null());
 	baselines_steps(r);
 	step_env(r);
-	if (r->gpu.waited_s > 0 || r->gpu.held_s > 0) {
-		json_object_set_new(r->seconds, "gpu_wait", json_real(r->gpu.waited_s));
-		json_object_set_new(r->seconds, "gpu_held", json_real(r->gpu.held_s));
-	}
+	note_gpu_stage(r);
 	json_object_set_new(r->seconds, "total", json_real(ca_now() - r->t_start));
 	if (strcmp(reason_code(r), "ok") == 0)
 		snprintf(line, sizeof line, "%s: eager %.4f ms, torch.compile %.4f ms (%s)",

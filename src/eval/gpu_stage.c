@@ -8,6 +8,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "eval/run.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -51,7 +52,9 @@ void gpu_stage_leave(struct gpu_stage *g)
 {
 	if (g->fd < 0)
 		return;
-	g->held_s += ca_now() - g->since;
+	double now = ca_now();
+	g->held_s += now - g->since;
+	note_span("gpu_held", g->since, now);
 	(void)flock(g->fd, LOCK_UN);
 	close(g->fd);
 	g->fd = -1;

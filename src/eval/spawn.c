@@ -545,6 +545,7 @@ int step_start(struct run *r)
 		const char *more[] = {plan_path, lib_dir, r->task.dir, r->cand_path, NULL};
 		nb = python_binds(rt, more, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
 	}
+	double spawned = ca_now();
 	pin_begin(r, twin);
 	if (twin && twin_start(r, worker, limit)) {
 		cpu_claim_release(&r->cpu);
@@ -571,6 +572,7 @@ int step_start(struct run *r)
 		reason_from_fail(r, &f);
 		return -1;
 	}
+	note_span("processes", spawned, ca_now()); /* spawned, their CUDA contexts made */
 	/* A GPU shared with other evaluations (gpu_stage.h): the build and the processes' start
 	 * ran beside theirs; from the calibration on, this evaluation has the GPU to itself. */
 	if (getenv("CUDA_AGENT_GPU_LOCK") && r->build_bg.pending && load_library(r))
@@ -606,10 +608,12 @@ void step_finish(struct run *r, bool quit)
 	memset(&fate, 0, sizeof fate);
 	if (quit && !r->proc.dead && !r->proc.timed_out && !r->proc.flooded) {
 		clean = cand_proc_command(&r->proc, WIRE_CMD_QUIT, NULL, &ans, &f) == 0;
+		note_span("finish.quit", t0, ca_now()); /* ca_teardown ran, `done` came */
 		if (!clean && strcmp(f.code, "fault.crash") != 0)
 			set_reason(r, f.code, "ending the candidate (ca_teardown): %s", f.message);
 	}
 	cand_proc_resume(&r->proc); /* a stopped process must run to exit */
+	double t_exit = ca_now();
 	if (r->sandboxed) {
 		r->sb.child = r->child;
 		sandbox_finish(&r->sb, clean ? 10.0 : 0.5, &fate);
@@ -641,7 +645,10 @@ void step_finish(struct run *r, bool quit)
 		set_reason(r, "fault.crash", "the candidate's process died (%s)%s%s", how,
 			   tail[0] ? ": " : "", tail);
 	}
+	note_span("finish.exit", t_exit, ca_now()); /* the candidate's process reaped */
+	t_exit = ca_now();
 	twin_finish(r);
+	note_span("finish.twin", t_exit, ca_now());
 	/* Both processes are gone (their CUDA contexts with them): the GPU is the next
 	 * evaluation's, while this one looks at what they left behind. */
 	gpu_stage_leave(&r->gpu);

@@ -112,12 +112,20 @@ static int trial(struct run *r, int k, bool audited, json_t *entry)
 
 	/* The parameters are checksummed as filled, before ca_setup: setup may not modify them
 	 * either (packing belongs in buffers of the candidate's own). */
+	double t = ca_now();
 	if (data_fill(r, r->trial_seeds[k], true, &set, 1))
 		return -1;
+	note_span("verify.fill", t, ca_now());
+	t = ca_now();
 	if (cand_proc_command(&r->proc, WIRE_CMD_SETUP, NULL, &ans, &f) == 0) {
+		note_span("verify.setup", t, ca_now());
+		t = ca_now();
 		if (data_ready(r, 0, false))
 			return -1;
+		note_span("verify.ready", t, ca_now());
+		t = ca_now();
 		loop_window(&r->loop, 0, audited ? LOOP_SEND_AUDIT : LOOP_SEND_CALL, &w, &f);
+		note_span(audited ? "verify.audited_call" : "verify.call", t, ca_now());
 	}
 	if (f.code[0]) {
 		if (!reason_judged(f.code)) {
@@ -129,7 +137,9 @@ static int trial(struct run *r, int k, bool audited, json_t *entry)
 		json_object_set_new(entry, "message", json_string(f.message));
 		return 1;
 	}
+	t = ca_now();
 	v = data_check(r, 0, entry);
+	note_span("verify.check", t, ca_now());
 	if (v < 0)
 		return -1;
 	json_object_set_new(entry, "ok", json_boolean(v == 1));

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/clock.h"
 
@@ -24,19 +25,23 @@ static int env_fail(struct loop_fail *f, int rc, const char *what, const struct 
 }
 
 /* Diagnostics: CUDA_AGENT_LOOP_TRACE=FILE appends one line per window (kind, answer, window,
- * probes, first probe, all probes in seconds, the claimed event time in ms). */
-static void trace(enum loop_send what, const struct loop_window *w)
+ * probes, first probe, all probes in seconds, the claimed event time in ms, the process id and
+ * the window's start on CLOCK_MONOTONIC), one write per line: several processes may append. */
+static void trace(enum loop_send what, const struct loop_window *w, double t0)
 {
 	static FILE *out;
 	static bool tried;
 	if (!tried) {
 		const char *path = getenv("CUDA_AGENT_LOOP_TRACE");
 		tried = true;
-		out = path && path[0] ? fopen(path, "a") : NULL;
+		out = path && path[0] ? fopen(path, "ae") : NULL;
+		if (out)
+			setvbuf(out, NULL, _IOLBF, 0);
 	}
 	if (out)
-		fprintf(out, "%d %.9f %.9f %d %.9f %.9f %.6f\n", (int)what, w->answer_s,
-			w->window_s, w->probes, w->first_probe_s, w->probe_s, w->ev_ms);
+		fprintf(out, "%d %.9f %.9f %d %.9f %.9f %.6f %ld %.6f\n", (int)what, w->answer_s,
+			w->window_s, w->probes, w->first_probe_s, w->probe_s, w->ev_ms,
+			(long)getpid(), t0);
 }
 
 /* ---- one window -------------------------------------------------------------------------------- */
@@ -85,7 +90,7 @@ int loop_window(struct loop *L, int input, enum loop_send what, struct loop_wind
 	}
 	t1 = ca_now();
 	w->window_s = t1 - t0;
-	trace(what, w);
+	trace(what, w, t0);
 	return 0;
 }
 

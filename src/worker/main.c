@@ -9,8 +9,8 @@
  * supervisor bounds or uses as feedback only.
  *
  * Start: events channel (the original stdout) and command channel (the original stdin) kept for
- * ourselves, fd 1 -> stderr and fd 0 -> /dev/null for the candidate; plan; device (event
- * `device`); slots mapped. Then one event per command until `quit` (exit 0 after `done`) or a
+ * ourselves, fd 1 -> stderr and fd 0 -> /dev/null for the candidate; plan; device; slots
+ * mapped; event `device`. Then one event per command until `quit` (exit 0 after `done`) or a
  * fatal error (event `error`, exit 1). Per-call failures answer `failed` and the worker goes
  * on, except CUDA faults: the context is then unusable, so `failed` and exit 1. */
 #include <errno.h>
@@ -425,9 +425,11 @@ int main(int argc, char **argv)
 	if (gpu_ctx_open(&w.g, w.plan.device, &e) != 0)
 		goto fatal;
 	w.g_open = true;
-	emit_device(&w);
+	/* `device` once the slots are mapped too: the supervisor counts the start (the context, the
+	 * mappings) as the GPU set-up it keeps away from other evaluations' measurements */
 	if (map_slots(&w, &e) != 0)
 		goto fatal;
+	emit_device(&w);
 	for (;;) {
 		memset(&e, 0, sizeof e);
 		rc = read_command(&w, &e);
