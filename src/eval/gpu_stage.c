@@ -8,9 +8,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "eval/run.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/timeline.h"
 
 void gpu_stage_init(struct gpu_stage *g)
 {
@@ -54,7 +54,7 @@ void gpu_stage_leave(struct gpu_stage *g)
 		return;
 	double now = ca_now();
 	g->held_s += now - g->since;
-	note_span("gpu_held", g->since, now);
+	ca_timeline_span("gpu_held", g->since, now);
 	(void)flock(g->fd, LOCK_UN);
 	close(g->fd);
 	g->fd = -1;

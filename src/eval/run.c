@@ -2,9 +2,6 @@
  * secret seeds, the bridge request helper, the runs directory. */
 #include "eval/run.h"
 
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -14,6 +11,7 @@
 #include "util/log.h"
 #include "util/fs.h"
 #include "util/str.h"
+#include "util/timeline.h"
 
 uint64_t secret_seed(void)
 {
@@ -57,28 +55,9 @@ void note_seconds(struct run *r, const char *what, double since)
 	/* CUDA_AGENT_LOG=debug: the run's timeline, each step with when it began and ended */
 	ca_log_debug("step %-10s %7.3f s to %7.3f s (%.3f s)", what, since - r->t_start,
 		     now - r->t_start, now - since);
-	note_span(what, since, now);
+	ca_timeline_span(what, since, now);
 }
 
-static FILE *timeline_out;
-
-static void timeline_open(void)
-{
-	const char *path = getenv("CUDA_AGENT_TIMELINE");
-	timeline_out = path && path[0] ? fopen(path, "ae") : NULL;
-	if (timeline_out)
-		setvbuf(timeline_out, NULL, _IOLBF, 0); /* a line per write(): appends do not mix */
-}
-
-void note_span(const char *what, double since, double until)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	FILE *out;
-	(void)pthread_once(&once, timeline_open);
-	out = timeline_out;
-	if (out)
-		fprintf(out, "%ld %s %.6f %.6f\n", (long)getpid(), what, since, until);
-}
 
 void note_mark(const struct run *r, const char *what)
 {

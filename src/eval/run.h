@@ -132,15 +132,10 @@ void set_reason(struct run *r, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 const char *reason_code(const struct run *r);
 /* r->seconds[what] = now - since. CUDA_AGENT_LOG=debug logs it in the run's timeline, and
- * CUDA_AGENT_TIMELINE=FILE appends it to FILE (note_span). */
+ * CUDA_AGENT_TIMELINE=FILE appends it to FILE (util/timeline.h). */
 void note_seconds(struct run *r, const char *what, double since);
 /* CUDA_AGENT_LOG=debug: logs when, since the run began, what happened. */
 void note_mark(const struct run *r, const char *what);
-/* Diagnostics: with CUDA_AGENT_TIMELINE=FILE, appends "PID WHAT BEGIN END" (CLOCK_MONOTONIC
- * seconds, the same clock in every process of the host) to FILE, one write per line, so that
- * the evaluations of several processes (a service's workers) can be laid side by side with
- * each other and with CUDA_AGENT_LOOP_TRACE's windows (docs/service.md, "Scheduling"). */
-void note_span(const char *what, double since, double until);
 /* A secret seed (getrandom): never derived from anything the candidate could see. */
 uint64_t secret_seed(void);
 /* The last lines of a process's stderr file, on one line (empty when there are none). */

@@ -14,6 +14,7 @@
 #include "util/clock.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/timeline.h"
 #include "util/str.h"
 #include "util/pylaunch.h"
 
@@ -572,7 +573,7 @@ int step_start(struct run *r)
 		reason_from_fail(r, &f);
 		return -1;
 	}
-	note_span("processes", spawned, ca_now()); /* spawned, their CUDA contexts made */
+	ca_timeline_span("processes", spawned, ca_now()); /* spawned, their CUDA contexts made */
 	/* A GPU shared with other evaluations (gpu_stage.h): the build and the processes' start
 	 * ran beside theirs; from the calibration on, this evaluation has the GPU to itself. */
 	if (getenv("CUDA_AGENT_GPU_LOCK") && r->build_bg.pending && load_library(r))
@@ -608,7 +609,7 @@ void step_finish(struct run *r, bool quit)
 	memset(&fate, 0, sizeof fate);
 	if (quit && !r->proc.dead && !r->proc.timed_out && !r->proc.flooded) {
 		clean = cand_proc_command(&r->proc, WIRE_CMD_QUIT, NULL, &ans, &f) == 0;
-		note_span("finish.quit", t0, ca_now()); /* ca_teardown ran, `done` came */
+		ca_timeline_span("finish.quit", t0, ca_now()); /* ca_teardown ran, `done` came */
 		if (!clean && strcmp(f.code, "fault.crash") != 0)
 			set_reason(r, f.code, "ending the candidate (ca_teardown): %s", f.message);
 	}
@@ -645,10 +646,10 @@ void step_finish(struct run *r, bool quit)
 		set_reason(r, "fault.crash", "the candidate's process died (%s)%s%s", how,
 			   tail[0] ? ": " : "", tail);
 	}
-	note_span("finish.exit", t_exit, ca_now()); /* the candidate's process reaped */
+	ca_timeline_span("finish.exit", t_exit, ca_now()); /* the candidate's process reaped */
 	t_exit = ca_now();
 	twin_finish(r);
-	note_span("finish.twin", t_exit, ca_now());
+	ca_timeline_span("finish.twin", t_exit, ca_now());
 	/* Both processes are gone (their CUDA contexts with them): the GPU is the next
 	 * evaluation's, while this one looks at what they left behind. */
 	gpu_stage_leave(&r->gpu);

@@ -27,6 +27,7 @@
 #include "util/proc.h"
 #include "util/pylaunch.h"
 #include "util/str.h"
+#include "util/timeline.h"
 
 #define TEST_NAME "util"
 #include "unit/helpers.h"
@@ -980,6 +981,47 @@ static void test_pool(void **state)
 }
 
 
+/* timeline: spans from several threads (or processes) appended to one file, a whole line each */
+static void *timeline_writer(void *arg)
+{
+	const char *what = arg;
+	for (int i = 0; i < 200; i++)
+		ca_timeline_span(what, 1.0 + i, 2.0 + i);
+	return NULL;
+}
+
+static void test_timeline(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/ca-test-timeline-XXXXXX", line[256];
+	const char *names[] = {"build", "verify.call", "gpu_held", "processes"};
+	pthread_t t[4];
+	int fd = mkstemp(path), lines = 0;
+	FILE *f;
+	assert_true(fd >= 0);
+	close(fd);
+	setenv("CUDA_AGENT_TIMELINE", path, 1);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, timeline_writer, (void *)names[i]), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	unsetenv("CUDA_AGENT_TIMELINE");
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof line, f)) {
+		long pid;
+		char what[64];
+		double a, b;
+		assert_int_equal(sscanf(line, "%ld %63s %lf %lf", &pid, what, &a, &b), 4);
+		assert_int_equal(pid, (long)getpid());
+		assert_true(b - a == 1.0);
+		lines++;
+	}
+	fclose(f);
+	assert_int_equal(lines, 800);
+	unlink(path);
+}
+
 static void test_utf8_sanitize(void **state)
 {
 	(void)state;
@@ -1011,6 +1053,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_diag),
+		cmocka_unit_test(test_timeline),
 		cmocka_unit_test(test_read_file),
 		cmocka_unit_test(test_write_file_atomic),
 		cmocka_unit_test(test_mkdirs),
