@@ -6,8 +6,8 @@ Reads the files that CUDA_AGENT_TIMELINE and CUDA_AGENT_LOOP_TRACE wrote during 
   process starts (`processes`: from the spawn to both processes' hello, when CUDA contexts are
   made) and builds (`build`), with the mean hold in each group;
 - every step's count, mean and p90 (the steps of `seconds`, and the finer ones that only the
-  timeline has: verify.fill, .setup, .ready, .call, .audited_call, .check; finish.quit, .exit,
-  .twin; processes; gpu_held);
+  timeline has: per verification trial trial.fill, .setup, .ready, .call, .audited_call,
+  .check; finish.quit, .exit, .twin; processes; gpu_held);
 - the timed windows of the loop (calibration, verification, timing), split by whether another
   worker was starting its processes or building when the window began: their count, the share
   whose first probe was slow (the GPU was not the window's alone), and the mean and p90 window.

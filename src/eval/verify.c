@@ -116,17 +116,17 @@ static int trial(struct run *r, int k, bool audited, json_t *entry)
 	double t = ca_now();
 	if (data_fill(r, r->trial_seeds[k], true, &set, 1))
 		return -1;
-	ca_timeline_span("verify.fill", t, ca_now());
+	ca_timeline_span("trial.fill", t, ca_now());
 	t = ca_now();
 	if (cand_proc_command(&r->proc, WIRE_CMD_SETUP, NULL, &ans, &f) == 0) {
-		ca_timeline_span("verify.setup", t, ca_now());
+		ca_timeline_span("trial.setup", t, ca_now());
 		t = ca_now();
 		if (data_ready(r, 0, false))
 			return -1;
-		ca_timeline_span("verify.ready", t, ca_now());
+		ca_timeline_span("trial.ready", t, ca_now());
 		t = ca_now();
 		loop_window(&r->loop, 0, audited ? LOOP_SEND_AUDIT : LOOP_SEND_CALL, &w, &f);
-		ca_timeline_span(audited ? "verify.audited_call" : "verify.call", t, ca_now());
+		ca_timeline_span(audited ? "trial.audited_call" : "trial.call", t, ca_now());
 	}
 	if (f.code[0]) {
 		if (!reason_judged(f.code)) {
@@ -140,7 +140,7 @@ static int trial(struct run *r, int k, bool audited, json_t *entry)
 	}
 	t = ca_now();
 	v = data_check(r, 0, entry);
-	ca_timeline_span("verify.check", t, ca_now());
+	ca_timeline_span("trial.check", t, ca_now());
 	if (v < 0)
 		return -1;
 	json_object_set_new(entry, "ok", json_boolean(v == 1));
