@@ -8,7 +8,9 @@
  * lock (an exclusive flock) while it describes a task (the bridge runs the reference), and from
  * its calibration to the end of its candidate's process (verification, timing, baselines, the
  * re-timing at a threshold); it does not hold it while nvcc compiles or while its processes
- * start (CUDA contexts are made, nothing runs). Without the variable nothing is locked.
+ * start (CUDA contexts are made, no kernel runs). Those starts still go through the driver's
+ * locks and roughly double the holder's turn on an H100; keeping them out of the turns was
+ * measured slower (docs/service.md, "Scheduling"). Without the variable nothing is locked.
  *
  * Ownership: a held stage owns one descriptor (O_CLOEXEC) until gpu_stage_leave. */
 #ifndef CA_EVAL_GPU_STAGE_H

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/timeline.h"
 
 void loop_fail_set(struct loop_fail *f, const char *code, const char *fmt, ...)
 {
@@ -32,11 +33,8 @@ static void trace(enum loop_send what, const struct loop_window *w, double t0)
 	static FILE *out;
 	static bool tried;
 	if (!tried) {
-		const char *path = getenv("CUDA_AGENT_LOOP_TRACE");
 		tried = true;
-		out = path && path[0] ? fopen(path, "ae") : NULL;
-		if (out)
-			setvbuf(out, NULL, _IOLBF, 0);
+		out = ca_diag_append_open("CUDA_AGENT_LOOP_TRACE");
 	}
 	if (out)
 		fprintf(out, "%d %.9f %.9f %d %.9f %.9f %.6f %ld %.6f\n", (int)what, w->answer_s,

@@ -8,12 +8,18 @@
 
 static FILE *timeline_out;
 
+FILE *ca_diag_append_open(const char *var)
+{
+	const char *path = getenv(var);
+	FILE *f = path && path[0] ? fopen(path, "ae") : NULL;
+	if (f)
+		setvbuf(f, NULL, _IOLBF, 0); /* a line per write(): appends do not mix */
+	return f;
+}
+
 static void timeline_open(void)
 {
-	const char *path = getenv("CUDA_AGENT_TIMELINE");
-	timeline_out = path && path[0] ? fopen(path, "ae") : NULL;
-	if (timeline_out)
-		setvbuf(timeline_out, NULL, _IOLBF, 0); /* a line per write(): appends do not mix */
+	timeline_out = ca_diag_append_open("CUDA_AGENT_TIMELINE");
 }
 
 void ca_timeline_span(const char *what, double since, double until)

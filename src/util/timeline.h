@@ -8,6 +8,13 @@
 #ifndef CA_UTIL_TIMELINE_H
 #define CA_UTIL_TIMELINE_H
 
+#include <stdio.h>
+
 void ca_timeline_span(const char *what, double since, double until);
+
+/* The diagnostics file named by the environment variable `var`, opened for appending and line
+ * buffered (one write per line, so several processes may append), or NULL when the variable is
+ * unset or empty or the file cannot be opened. The caller keeps it for the process's life. */
+FILE *ca_diag_append_open(const char *var);
 
 #endif
