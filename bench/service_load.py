@@ -42,8 +42,13 @@ DEVICE = os.environ.get("CUDA_AGENT_DEVICE", "cuda")  # cpu: a dry run of the ha
 KERNEL = (ADV / "honest/block_smem_rowsum/kernels/rowsum_block.cu").read_text()
 
 
+# Each run's candidates differ from every earlier run's (--salt), so that their builds miss the
+# build cache as an RL run's fresh candidates do.
+SALT = [str(time.time_ns())]
+
+
 def variant(i: int) -> str:
-    return KERNEL + f"\n// variant {i}\n"
+    return KERNEL + f"\n// variant {i} of run {SALT[0]}\n"
 
 
 def timing_brief(res: dict[str, Any]) -> dict[str, Any]:
@@ -185,7 +190,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=float("inf"),
                     help="start no evaluation after this many seconds of load")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--salt", help="the candidates' salt (default: the time): the same salt "
+                    "twice builds nothing the second time")
     a = ap.parse_args()
+    if a.salt is not None:
+        SALT[0] = a.salt
     cli = str(a.build / "cuda-agent")
     tmp = Path(tempfile.mkdtemp(prefix="ca-service-load-"))
     procs: list[subprocess.Popen[bytes]] = []

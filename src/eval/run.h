@@ -111,13 +111,9 @@ struct run {
 	bool proc_started;
 	char err_path[PATH_MAX];
 	struct loop loop; /* the candidate as callee */
-	/* the reference: a twin of the native worker that never loads candidate code (empty
-	 * calls only: protocol/loop.h, LOOP_SEND_REF) */
-	struct ca_child twin_child;
-	struct cand_proc twin;
-	bool twin_started;
-	bool twin_quitting; /* `quit` sent, its answer not read yet (twin_quit) */
-	char twin_err_path[PATH_MAX];
+	/* the reference: the session's reference process (eval/twin.h), borrowed while this run
+	 * times on a GPU (empty calls only: protocol/loop.h, LOOP_SEND_REF); NULL otherwise */
+	struct eval_twin *twin;
 	/* results */
 	json_t *trials;
 	bool verify_ok;

@@ -42,6 +42,7 @@ void eval_session_init(struct eval_session *s, const char *python, const char *d
 	ca_strlcpy(s->device, device ? device : "auto", sizeof s->device);
 	s->bridge_opts.python = s->python[0] ? s->python : NULL;
 	s->bridge_opts.device = s->device;
+	eval_twin_init(&s->twin);
 }
 
 int eval_session_warm(struct eval_session *s, struct ca_diag *d)
@@ -105,4 +106,5 @@ void eval_session_close(struct eval_session *s)
 	if (s->dev_kept)
 		device_close(&s->dev);
 	s->dev_kept = false;
+	eval_twin_end(&s->twin);
 }

@@ -1,12 +1,13 @@
 /* session: what an evaluation is asked to do (struct eval_opts) and what is worth keeping warm
  * across evaluations (struct eval_session): the torch bridge (a Python process that takes
- * seconds to start), the baseline cache and the supervisor's device (its CUDA context, whose
- * teardown took 77 ms of every evaluation on an H100). eval/eval.h runs an evaluation with them.
+ * seconds to start), the baseline cache, the supervisor's device (its CUDA context, whose
+ * teardown took 77 ms of every evaluation on an H100) and the timed evaluations' reference
+ * process (eval/twin.h). eval/eval.h runs an evaluation with them.
  *
- * Ownership: the session owns its bridge, its cache, its probed Python runtime and, between
- * evaluations, the supervisor's device until eval_session_close(); an evaluation takes the
- * device for its run (eval/data.c) and gives it back when it is still healthy. eval_opts holds
- * borrowed strings. */
+ * Ownership: the session owns its bridge, its cache, its probed Python runtime, its reference
+ * process and, between evaluations, the supervisor's device until eval_session_close(); an
+ * evaluation takes the device for its run (eval/data.c) and gives it back when it is still
+ * healthy, and borrows the reference process the same way. eval_opts holds borrowed strings. */
 #ifndef CA_EVAL_SESSION_H
 #define CA_EVAL_SESSION_H
 
@@ -16,6 +17,7 @@
 #include "bridge/bridge.h"
 #include "device/device.h"
 #include "eval/torch_candidate.h"
+#include "eval/twin.h"
 #include "protocol/protocol.h"
 #include "store/baseline_cache.h"
 #include "util/diag.h"
@@ -75,6 +77,9 @@ struct eval_session {
 	 * buffer and NVML. It holds no candidate state: the candidate never reaches this context. */
 	struct device dev;
 	bool dev_kept;
+	/* The reference process of timed evaluations on a GPU (eval/twin.h): started by the
+	 * first, kept for the next while it stays healthy. It never runs candidate code. */
+	struct eval_twin twin;
 };
 
 #define EVAL_DESCRIBED_MAX 64

@@ -272,44 +272,32 @@ static json_t *make_plan(struct run *r)
 	return plan;
 }
 
-/* The reference process (protocol/loop.h, LOOP_SEND_REF): the native worker from the same
- * plan and slots, spawned just before the candidate's process and never sent `load`, so no
- * candidate code ever runs in it. Outside the sandbox: it is trusted code, and the offset
- * between its empty calls and the candidate's process's is calibrated before any candidate code
- * is loaded. */
-static int twin_start(struct run *r, const char *worker, double limit)
+/* The reference process (protocol/loop.h, LOOP_SEND_REF; eval/twin.h): the session's, kept from
+ * the evaluations before when it is healthy, else the native worker spawned now from a plan
+ * without library, spec or slots (just before the candidate's process, so that the two make
+ * their CUDA contexts at once). No candidate code ever runs in it. Outside the sandbox: it is
+ * trusted code, and the offset between its empty calls and the candidate's process's is
+ * calibrated before any candidate code is loaded. A kept one is moved to the claimed CPU. */
+static int twin_start(struct run *r, const char *worker, double limit, bool *fresh)
 {
-	struct ca_run_opts ro = {.pass_fds = r->data.fds, .n_pass_fds = (size_t)r->data.nfds};
-	const char *env[] = {"CUDA_CACHE_DISABLE=1", NULL};
-	char plan_path[PATH_MAX];
-	const char *argv[] = {worker, plan_path, NULL};
+	struct eval_twin *t = &r->s->twin;
+	char base[PATH_MAX];
 	struct ca_diag d = {{0}};
-	json_t *plan = make_plan(r);
-	int bad;
-
-	/* Its own plan: the same slots, no candidate (a PyTorch-format candidate's spec and
-	 * `candidate` entry are the runner's), a library it is never told to load. */
-	json_object_del(plan, "candidate");
-	json_object_set_new(plan, "library", json_string("/nonexistent/reference-never-loads.so"));
-	json_object_set_new(plan, "spec",
-			    json_pack("{s:[], s:[], s:[{s:s, s:s, s:[i]}]}", "args", "params",
-				      "outputs", "name", "out", "dtype", "float32", "shape", 1));
-	ca_format(plan_path, sizeof plan_path, "%s/reference-plan.json", r->dir);
-	bad = json_dump_file(plan, plan_path, JSON_COMPACT) != 0;
-	json_decref(plan);
-	if (bad) {
-		set_reason(r, "internal", "cannot write %s", plan_path);
-		return -1;
+	if (runs_base(base, sizeof base, &d) == 0 &&
+	    eval_twin_take(t, worker, base, limit, fresh, &d) == 0 &&
+	    (*fresh || eval_twin_pin(t, r->cpu.cpu) == 0)) {
+		r->twin = t;
+		return 0;
 	}
-	ro.env_add = env;
-	ca_format(r->twin_err_path, sizeof r->twin_err_path, "%s/reference.stderr", r->dir);
-	if (ca_child_spawn(&r->twin_child, argv, &ro, r->twin_err_path, &d)) {
-		set_reason(r, "env.no_worker", "cannot start the reference process: %s", d.msg);
-		return -1;
+	if (t->started) { /* a kept one that could not be moved: a fresh one starts here */
+		eval_twin_end(t);
+		if (eval_twin_take(t, worker, base, limit, fresh, &d) == 0) {
+			r->twin = t;
+			return 0;
+		}
 	}
-	r->twin_started = true;
-	cand_proc_init(&r->twin, &r->twin_child, true, limit, r->twin_err_path);
-	return 0;
+	set_reason(r, "env.no_worker", "cannot start the reference process: %s", d.msg);
+	return -1;
 }
 
 /* Claims the CPU (eval/cpu_claim.h); 0, or -1 with nothing claimed. */
@@ -361,48 +349,28 @@ static void pin_spawned(struct run *r)
 		    r->cpu.lock_fd < 0 ? " (shared with other evaluations)" : "");
 }
 
-/* Waits for the reference process's hello: after the candidate's process is spawned, so that
- * the two make their CUDA contexts at the same time. */
+/* Waits for a fresh reference process's hello: after the candidate's process is spawned, so
+ * that the two make their CUDA contexts at the same time. */
 static int twin_hello(struct run *r)
 {
-	struct loop_fail f = {0};
-	if (cand_proc_hello(&r->twin, &f)) {
-		char tail[1024];
-		stderr_tail(r->twin_err_path, tail, sizeof tail);
-		set_reason(r, "env.no_worker", "the reference process did not start: %s%s%s",
-			   f.message, tail[0] ? ": " : "", tail);
-		return -1;
-	}
-	return 0;
+	struct ca_diag d = {{0}};
+	char tail[1024];
+	if (eval_twin_hello(r->twin, &d) == 0)
+		return 0;
+	stderr_tail(r->twin->err_path, tail, sizeof tail);
+	set_reason(r, "env.no_worker", "the reference process did not start: %s%s%s", d.msg,
+		   tail[0] ? ": " : "", tail);
+	eval_twin_end(r->twin);
+	r->twin = NULL;
+	return -1;
 }
 
-/* Sends the reference process `quit` without waiting, so that it ends while the candidate's
- * process does (each takes about 0.1 s to tear its CUDA context down). */
-static void twin_quit(struct run *r)
+/* Gives the reference process back to the session (kept when healthy, ended otherwise). */
+static void twin_give(struct run *r)
 {
-	struct loop_fail f = {0};
-	if (r->twin_started && !r->twin_quitting && !r->twin.dead && !r->twin.timed_out)
-		r->twin_quitting = cand_proc_send(&r->twin, WIRE_CMD_QUIT, NULL, &f) == 0;
-}
-
-static void twin_finish(struct run *r)
-{
-	struct loop_fail f = {0};
-	struct ca_run_result fate;
-	json_t *ans = NULL;
-	bool clean = false;
-	if (!r->twin_started)
-		return;
-	r->twin_started = false;
-	if (r->twin_quitting)
-		clean = cand_proc_wait(&r->twin, &ans, &f) == 0;
-	else if (!r->twin.dead && !r->twin.timed_out)
-		clean = cand_proc_command(&r->twin, WIRE_CMD_QUIT, NULL, &ans, &f) == 0;
-	r->twin_quitting = false;
-	cand_proc_resume(&r->twin);
-	memset(&fate, 0, sizeof fate);
-	ca_child_finish(&r->twin_child, clean ? 10.0 : 0.5, &fate);
-	cand_proc_free(&r->twin);
+	if (r->twin)
+		eval_twin_give(r->twin);
+	r->twin = NULL;
 }
 
 /* The device as the supervisor's own context sees it (the result's env). */
@@ -507,7 +475,7 @@ int step_start(struct run *r)
 	/* The native worker runs native candidates, and on a GPU every timed candidate's
 	 * reference process (twin_start: only the timed loop's calibration and outside bound use
 	 * it, so verification alone starts none) */
-	bool twin = r->data.dev.kind == DEVICE_CUDA && r->timing_wanted;
+	bool twin = r->data.dev.kind == DEVICE_CUDA && r->timing_wanted, twin_fresh = false;
 	if ((native || twin) && (find_worker(r, worker, sizeof worker) || !ca_is_file(worker))) {
 		set_reason(r, "env.no_worker",
 			   "the GPU worker %s%s is not built (build on a machine with nvcc: make)",
@@ -548,7 +516,7 @@ int step_start(struct run *r)
 	}
 	double spawned = ca_now();
 	pin_begin(r, twin);
-	if (twin && twin_start(r, worker, limit)) {
+	if (twin && twin_start(r, worker, limit, &twin_fresh)) {
 		cpu_claim_release(&r->cpu);
 		return -1;
 	}
@@ -567,7 +535,7 @@ int step_start(struct run *r)
 		r->isolation = sandbox_report_json(&r->sb.report);
 	cand_proc_init(&r->proc, &r->child, true, limit, r->err_path);
 	cand_loop_init(r);
-	if (twin && twin_hello(r))
+	if (twin_fresh && twin_hello(r))
 		return -1;
 	if (cand_proc_hello(&r->proc, &f)) {
 		reason_from_fail(r, &f);
@@ -600,9 +568,8 @@ void step_finish(struct run *r, bool quit)
 	bool clean = false;
 	double t0 = ca_now();
 
-	twin_quit(r);
 	if (!r->proc_started) {
-		twin_finish(r);
+		twin_give(r);
 		return;
 	}
 	r->proc_started = false; /* once, even when called again from reason_from_fail */
@@ -647,11 +614,10 @@ void step_finish(struct run *r, bool quit)
 			   tail[0] ? ": " : "", tail);
 	}
 	ca_timeline_span("finish.exit", t_exit, ca_now()); /* the candidate's process reaped */
-	t_exit = ca_now();
-	twin_finish(r);
-	ca_timeline_span("finish.twin", t_exit, ca_now());
-	/* Both processes are gone (their CUDA contexts with them): the GPU is the next
-	 * evaluation's, while this one looks at what they left behind. */
+	twin_give(r);
+	/* The candidate's process is gone (its CUDA context with it; the reference process is
+	 * stopped, idle): the GPU is the next evaluation's, while this one looks at what the
+	 * candidate left behind. */
 	gpu_stage_leave(&r->gpu);
 	/* Files in the sandbox's /tmp or /dev/shm: after everything above, which names a more
 	 * specific cause; set before the result is made, it fails a run that was correct. */

@@ -11,6 +11,7 @@
 #include "protocol/wire.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/str.h"
 #include "util/timeline.h"
 
 /* ---- the candidate as the loop's callee -------------------------------------------------------- */
@@ -43,7 +44,7 @@ static int cand_send(void *ctx, int input, enum loop_send what, struct loop_fail
 	json_t *fields = json_pack("{s:i}", "input", input);
 	const char *cmd = WIRE_CMD_EMPTY;
 	if (what == LOOP_SEND_REF)
-		return cand_proc_send(&r->twin, cmd, fields, f);
+		return eval_twin_send(r->twin, fields, f);
 	if (what != LOOP_SEND_EMPTY) {
 		json_t *sc = r->data.scalars[input];
 		json_object_set_new(fields, "scalars", sc ? json_incref(sc) : json_array());
@@ -62,11 +63,14 @@ static int cand_wait(void *ctx, double *ev_ms, struct loop_fail *f)
 	json_t *ans = NULL;
 	const json_t *ev;
 	int rc;
-	if (r->twin.cmd) { /* the reference's answer: trusted code, its time is not used */
-		rc = cand_proc_wait(&r->twin, &ans, f);
-		if (rc)
-			loop_fail_set(f, "env.no_worker", "the reference process failed: %s",
-				      f->message);
+	if (r->twin && eval_twin_waiting(r->twin)) {
+		/* the reference's answer: trusted code, its time is not used */
+		rc = eval_twin_wait(r->twin, f);
+		if (rc) {
+			char why[sizeof f->message];
+			ca_strlcpy(why, f->message, sizeof why);
+			loop_fail_set(f, "env.no_worker", "the reference process failed: %s", why);
+		}
 		*ev_ms = -1.0;
 		return rc ? CA_ERR_IO : 0;
 	}
@@ -87,7 +91,7 @@ void cand_loop_init(struct run *r)
 	r->loop.ops.send = cand_send;
 	r->loop.ops.wait = cand_wait;
 	r->loop.ops.can_audit = r->format == CANDIDATE_NATIVE;
-	r->loop.ops.has_ref = r->twin_started;
+	r->loop.ops.has_ref = r->twin != NULL;
 	r->loop.ops.hold_s = 1e-6 * (r->format == CANDIDATE_NATIVE
 					     ? r->o->protocol.timing.hold_us
 					     : r->o->protocol.timing.hold_python_us);

@@ -10,7 +10,8 @@
  *
  * Start: events channel (the original stdout) and command channel (the original stdin) kept for
  * ourselves, fd 1 -> stderr and fd 0 -> /dev/null for the candidate; plan; device; slots
- * mapped; event `device`. Then one event per command until `quit` (exit 0 after `done`) or a
+ * mapped (a reference process's plan has none: it answers `empty` and `quit` only, with no data,
+ * and may serve one evaluation after another); event `device`. Then one event per command until `quit` (exit 0 after `done`) or a
  * fatal error (event `error`, exit 1). Per-call failures answer `failed` and the worker goes
  * on, except CUDA faults: the context is then unusable, so `failed` and exit 1. */
 #include <errno.h>
@@ -205,7 +206,8 @@ static int cmd_call(struct worker *w, const json_t *cmd, const char *name,
 
 	if (!empty && (rc = need_loaded(w, name, e)))
 		return rc;
-	if ((rc = call_sets(w, cmd, &args, e)))
+	/* a reference process makes empty calls only (handle), on no data */
+	if (!w->plan.reference && (rc = call_sets(w, cmd, &args, e)))
 		return rc;
 	if (strcmp(name, WIRE_CMD_AUDIT) == 0) {
 		struct audit_result ar;
@@ -268,6 +270,10 @@ static int handle(struct worker *w, const char *line, struct worker_error *e)
 	if (!json_is_object(cmd) || !name) {
 		rc = werr(e, "worker.bad_plan", true, CA_ERR_PARSE,
 			  "a command must be a JSON object with \"cmd\"");
+	} else if (w->plan.reference && strcmp(name, WIRE_CMD_EMPTY) != 0 &&
+		   strcmp(name, WIRE_CMD_QUIT) != 0) {
+		rc = werr(e, "worker.bad_plan", true, CA_ERR_INVALID,
+			  "a reference process answers empty and quit only, not \"%.64s\"", name);
 	} else if (strcmp(name, WIRE_CMD_LOAD) == 0) {
 		rc = cmd_load(w, e);
 	} else if (strcmp(name, WIRE_CMD_SETUP) == 0) {
@@ -427,7 +433,7 @@ int main(int argc, char **argv)
 	w.g_open = true;
 	/* `device` once the slots are mapped too: the supervisor counts the start (the context, the
 	 * mappings) as the GPU set-up it keeps away from other evaluations' measurements */
-	if (map_slots(&w, &e) != 0)
+	if (!w.plan.reference && map_slots(&w, &e) != 0)
 		goto fatal;
 	emit_device(&w);
 	for (;;) {

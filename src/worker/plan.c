@@ -55,6 +55,17 @@ static int parse_slots(struct worker_plan *p, const json_t *obj, struct ca_diag 
 	return 0;
 }
 
+static int get_device(struct worker_plan *p, const json_t *root, struct ca_diag *d)
+{
+	const json_t *v = json_object_get(root, "device");
+	if (v && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		  json_integer_value(v) > PLAN_MAX_DEVICE))
+		return ca_fail(d, CA_ERR_INVALID, "plan: 'device' must be an integer in [0, %d]",
+			       PLAN_MAX_DEVICE);
+	p->device = v ? (int)json_integer_value(v) : 0;
+	return 0;
+}
+
 int worker_plan_from_json(struct worker_plan *p, const json_t *root, struct ca_diag *d)
 {
 	const json_t *v;
@@ -67,6 +78,24 @@ int worker_plan_from_json(struct worker_plan *p, const json_t *root, struct ca_d
 	v = json_object_get(root, "version");
 	if (!json_is_integer(v) || json_integer_value(v) != WIRE_PLAN_VERSION)
 		return ca_fail(d, CA_ERR_INVALID, "plan: 'version' must be %d", WIRE_PLAN_VERSION);
+
+	v = json_object_get(root, "reference");
+	if (v && !json_is_boolean(v)) {
+		rc = ca_fail(d, CA_ERR_INVALID, "plan: 'reference' must be true or false");
+		goto out;
+	}
+	p->reference = json_is_true(v);
+	if (p->reference) {
+		if (json_object_get(root, "library") || json_object_get(root, "spec") ||
+		    json_object_get(root, "slots")) {
+			rc = ca_fail(d, CA_ERR_INVALID,
+				     "plan: a reference process's plan names no library, spec or "
+				     "slots");
+			goto out;
+		}
+		rc = get_device(p, root, d);
+		goto out;
+	}
 
 	v = json_object_get(root, "library");
 	len = json_string_length(v);
@@ -88,14 +117,8 @@ int worker_plan_from_json(struct worker_plan *p, const json_t *root, struct ca_d
 		goto out;
 	}
 
-	v = json_object_get(root, "device");
-	if (v && (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		  json_integer_value(v) > PLAN_MAX_DEVICE)) {
-		rc = ca_fail(d, CA_ERR_INVALID, "plan: 'device' must be an integer in [0, %d]",
-			     PLAN_MAX_DEVICE);
+	if ((rc = get_device(p, root, d)))
 		goto out;
-	}
-	p->device = v ? (int)json_integer_value(v) : 0;
 
 	v = json_object_get(root, "spec");
 	if (!v) {

@@ -7,6 +7,10 @@
  * is made. Parsed defensively all the same (file size, paths, list lengths and the spec capped;
  * every problem is one line naming the key, reported as worker.bad_plan).
  *
+ * A reference process's plan (docs/protocol.md, "The reference process") is {"version", "device",
+ * "reference": true} and nothing else: no library, no spec, no slots. Such a process answers
+ * `empty` and `quit` only, so it can serve one evaluation after another (eval/twin.h).
+ *
  * Ownership: a worker_plan owns its strings and arrays; worker_plan_free() releases them. */
 #ifndef CA_WORKER_PLAN_H
 #define CA_WORKER_PLAN_H
@@ -39,6 +43,7 @@ struct worker_plan {
 	struct plan_slot params, outputs;
 	struct plan_slot inputs[PLAN_MAX_INPUTS];
 	int num_inputs;
+	bool reference; /* a reference process: library NULL, no spec, no slots */
 };
 
 /* Reads and validates the plan at path. On error the plan is left empty (nothing to free). */

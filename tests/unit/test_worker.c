@@ -83,6 +83,31 @@ static void test_plan(void **state)
 	expect_bad("{\"fd\": 5, \"bytes\": 128}", "{\"fd\": \"5\"}", "slots.inputs[1] must be");
 	expect_bad("\"spec\": {", "\"spock\": {", "needs 'spec'");
 	expect_bad("\"float32\", \"shape\": [4, 8]", "\"float99\", \"shape\": [4, 8]", "plan: spec");
+	expect_bad("\"device\": 0", "\"device\": 0, \"reference\": 1", "'reference' must be true");
+	/* a reference process's plan names nothing a candidate gives */
+	expect_bad("\"device\": 0", "\"device\": 0, \"reference\": true", "names no library");
+}
+
+/* The reference process's plan (eval/twin.c writes it): the device only. */
+static void test_plan_reference(void **state)
+{
+	struct worker_plan p;
+	struct ca_diag d = {{0}};
+	(void)state;
+	assert_int_equal(parse("{\"version\": 2, \"device\": 1, \"reference\": true}", &p, &d), 0);
+	assert_true(p.reference);
+	assert_null(p.library);
+	assert_int_equal(p.device, 1);
+	assert_int_equal(p.num_inputs, 0);
+	worker_plan_free(&p);
+	assert_int_not_equal(parse("{\"version\": 2, \"reference\": true, \"slots\": {}}", &p, &d), 0);
+	assert_non_null(strstr(d.msg, "names no library, spec or slots"));
+	assert_int_not_equal(parse("{\"version\": 2, \"reference\": true, \"device\": -3}", &p, &d),
+			     0);
+	assert_non_null(strstr(d.msg, "'device' must be an integer"));
+	/* false is the candidate's plan, which needs its library */
+	assert_int_not_equal(parse("{\"version\": 2, \"reference\": false}", &p, &d), 0);
+	assert_non_null(strstr(d.msg, "'library' must be a path"));
 }
 
 /* The worker's events on a pipe (events_open takes stdout), judged by the supervisor. */
@@ -161,6 +186,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan),
+		cmocka_unit_test(test_plan_reference),
 		cmocka_unit_test(test_events_judged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
