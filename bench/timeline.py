@@ -3,11 +3,11 @@
 Reads the files that CUDA_AGENT_TIMELINE and CUDA_AGENT_LOOP_TRACE wrote during a service run
 (every worker appends to the same two files; docs/protocol.md says their lines) and reports:
 - each hold of the GPU's lock (`gpu_held`) split by how much of it overlapped other workers'
-  process starts (`processes`: from the spawn to both processes' hello, when CUDA contexts are
-  made) and builds (`build`), with the mean hold in each group;
+  process starts (`processes`: from the spawn to the hello of the candidate's process and of a
+  reference process started with it, when CUDA contexts are made) and builds (`build`), with the mean hold in each group;
 - every step's count, mean and p90 (the steps of `seconds`, and the finer ones that only the
   timeline has: per verification trial trial.fill, .setup, .ready, .call, .audited_call,
-  .check; finish.quit, .exit, .twin; processes; gpu_held);
+  .check; finish.quit, .exit; processes; gpu_held);
 - the timed windows of the loop (calibration, verification, timing), split by whether another
   worker was starting its processes or building when the window began: their count, the share
   whose first probe was slow (the GPU was not the window's alone), and the mean and p90 window.

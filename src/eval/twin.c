@@ -53,7 +53,9 @@ static int spawn(struct eval_twin *t, const char *worker, const char *runs_base,
 		 struct ca_diag *d)
 {
 	const char *env[] = {"CUDA_CACHE_DISABLE=1", NULL};
-	struct ca_run_opts ro = {.env_add = env};
+	/* killed with the thread that keeps it: stopped between evaluations, it would not see
+	 * its command pipe close */
+	struct ca_run_opts ro = {.env_add = env, .kill_with_parent = true};
 	char plan_path[PATH_MAX];
 	const char *argv[] = {worker, plan_path, NULL};
 	json_t *plan;

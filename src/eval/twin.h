@@ -51,7 +51,8 @@ struct eval_twin {
 
 void eval_twin_init(struct eval_twin *t);
 /* For one evaluation: the running twin when it still lives and runs `worker` (*fresh false), or
- * a new one spawned from this thread (it inherits the thread's CPU affinity; *fresh true: read
+ * a new one spawned from this thread (it is killed when this thread ends, and it inherits the
+ * thread's CPU affinity; *fresh true: read
  * its hello with eval_twin_hello, after the candidate's process is spawned so that the two make
  * their contexts at once). Its watchdog is reset to limit_s seconds of running time. 0, or a
  * negative code with d filled (nothing running then). */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,9 +60,12 @@ static void place_pass_fds(const struct ca_run_opts *opts)
 			_exit(127);
 }
 
-static void exec_child(const char *const *argv, const struct ca_run_opts *opts)
+static void exec_child(const char *const *argv, const struct ca_run_opts *opts, pid_t parent)
 {
 	setpgid(0, 0);
+	if (opts && opts->kill_with_parent &&
+	    (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent))
+		_exit(127); /* the parent is gone already */
 	signal(SIGPIPE, SIG_DFL);
 	{
 		sigset_t pipe_set;
@@ -204,7 +208,7 @@ int ca_run(const char *const *argv, const struct ca_run_opts *opts, struct ca_ru
 	int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, in_pipe[2] = {-1, -1};
 	struct capture out = {0}, err = {0};
 	int rc = 0, status = 0;
-	pid_t pid;
+	pid_t pid, parent;
 	double start = ca_now();
 	double timeout = opts ? opts->timeout_s : 0;
 
@@ -218,6 +222,7 @@ int ca_run(const char *const *argv, const struct ca_run_opts *opts, struct ca_ru
 		rc = ca_fail(d, CA_ERR_IO, "pipe: %s", strerror(errno));
 		goto fail;
 	}
+	parent = getpid();
 	pid = fork();
 	if (pid < 0) {
 		rc = ca_fail(d, CA_ERR_CHILD, "fork: %s", strerror(errno));
@@ -227,7 +232,7 @@ int ca_run(const char *const *argv, const struct ca_run_opts *opts, struct ca_ru
 		dup2(in_pipe[0], 0);
 		dup2(out_pipe[1], 1);
 		dup2(err_pipe[1], 2);
-		exec_child(argv, opts);
+		exec_child(argv, opts, parent);
 	}
 	setpgid(pid, pid);
 	close(out_pipe[1]);
@@ -292,7 +297,7 @@ int ca_child_spawn(struct ca_child *c, const char *const *argv, const struct ca_
 		   const char *stderr_path, struct ca_diag *d)
 {
 	int in_pipe[2], out_pipe[2];
-	pid_t pid;
+	pid_t pid, parent;
 
 	memset(c, 0, sizeof *c);
 	c->pid = -1;
@@ -304,6 +309,7 @@ int ca_child_spawn(struct ca_child *c, const char *const *argv, const struct ca_
 		close(in_pipe[1]);
 		return ca_fail(d, CA_ERR_IO, "pipe: %s", strerror(errno));
 	}
+	parent = getpid();
 	pid = fork();
 	if (pid < 0) {
 		close(in_pipe[0]);
@@ -321,7 +327,7 @@ int ca_child_spawn(struct ca_child *c, const char *const *argv, const struct ca_
 			if (fd >= 0)
 				dup2(fd, 2);
 		}
-		exec_child(argv, opts);
+		exec_child(argv, opts, parent);
 	}
 	setpgid(pid, pid);
 	close(in_pipe[0]);

@@ -24,6 +24,11 @@ struct ca_run_opts {
 	/* Descriptors the child gets as 3, 4, ... (ca_child_spawn only; the caller keeps its own) */
 	const int *pass_fds;
 	size_t n_pass_fds; /* at most CA_MAX_PASS_FDS */
+	/* The child is killed (SIGKILL) when the thread that spawned it ends, the whole process
+	 * included: for long-lived helpers that may sit stopped (SIGSTOP), which would neither
+	 * read EOF on their stdin nor be reached by the hangup of an orphaned process group under
+	 * a subreaper. A caller whose thread ends before its helper is done must not set it. */
+	bool kill_with_parent;
 };
 
 #define CA_MAX_PASS_FDS 32

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -218,12 +219,44 @@ static void test_failures_start_fresh(void **state)
 	eval_twin_end(&t); /* twice: nothing to do */
 }
 
+static void *take_in_thread(void *arg)
+{
+	take_fresh(arg, worker);
+	return NULL;
+}
+
+/* A twin dies with the thread that spawned it (it may sit stopped, deaf to its pipe); the next
+ * take notices and starts a fresh one. */
+static void test_dies_with_its_thread(void **state)
+{
+	struct eval_twin t;
+	struct ca_diag d = {{0}};
+	pthread_t th;
+	bool fresh = false;
+	pid_t pid;
+	(void)state;
+	eval_twin_init(&t);
+	assert_int_equal(pthread_create(&th, NULL, take_in_thread, &t), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	pid = t.child.pid;
+	assert_true(t.started);
+	wait_zombie(pid);
+	eval_twin_give(&t); /* dead: ended */
+	assert_false(t.started);
+	assert_int_equal(eval_twin_take(&t, worker, base, 30.0, &fresh, &d), 0);
+	assert_true(fresh);
+	assert_int_equal(eval_twin_hello(&t, &d), 0);
+	assert_int_not_equal(t.child.pid, pid);
+	eval_twin_end(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kept_across_evaluations),
 		cmocka_unit_test(test_pinned_where_asked),
 		cmocka_unit_test(test_failures_start_fresh),
+		cmocka_unit_test(test_dies_with_its_thread),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, setup, teardown_dir);
