@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 
 #include <jansson.h>
 
@@ -94,6 +95,9 @@ int eval_twin_take(struct eval_twin *t, const char *worker, const char *runs_bas
 		cand_proc_init(&t->proc, &t->child, true, limit_s, t->err_path);
 		*fresh = true;
 	}
+	/* Its directory is a run-* directory: touched so that the stale-run sweep of a later
+	 * evaluation (a day old) leaves a twin that is still in use alone */
+	(void)utimes(t->dir, NULL);
 	/* The watchdog counts this evaluation's running time only */
 	t->proc.limit_s = limit_s;
 	t->proc.ran_s = 0;

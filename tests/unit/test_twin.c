@@ -18,6 +18,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -120,9 +122,20 @@ static void test_kept_across_evaluations(void **state)
 		assert_int_equal(empty_call(&t), 0);
 	eval_twin_give(&t);
 	assert_true(t.started); /* healthy: kept, stopped */
-	/* the next evaluation: the same process, its watchdog reset */
+	/* the next evaluation: the same process, its watchdog reset, its directory touched (the
+	 * stale-run sweep removes run-* directories a day old) */
 	t.proc.ran_s = 25.0;
+	{
+		time_t then = time(NULL) - 3 * 86400;
+		struct timeval old[2] = {{.tv_sec = then}, {.tv_sec = then}};
+		assert_int_equal(utimes(dir, old), 0);
+	}
 	assert_int_equal(eval_twin_take(&t, worker, base, 30.0, &fresh, &d), 0);
+	{
+		struct stat st;
+		assert_int_equal(stat(dir, &st), 0);
+		assert_true(st.st_mtime > time(NULL) - 60);
+	}
 	assert_false(fresh);
 	assert_int_equal(t.child.pid, pid);
 	assert_true(t.proc.ran_s == 0.0);
