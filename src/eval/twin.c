@@ -46,8 +46,9 @@ void eval_twin_end(struct eval_twin *t)
 
 static bool healthy(struct eval_twin *t)
 {
-	return t->started && t->greeted && !t->failed && !t->proc.cmd && !t->proc.dead && !t->proc.timed_out &&
-	       !t->proc.flooded && !t->proc.fatal && ca_child_alive(&t->child);
+	return t->started && t->greeted && !t->failed && !t->proc.cmd && !t->proc.dead &&
+	       !t->proc.timed_out && !t->proc.flooded && !t->proc.fatal &&
+	       ca_child_alive(&t->child);
 }
 
 static int spawn(struct eval_twin *t, const char *worker, const char *runs_base,

@@ -14,10 +14,11 @@
  * runs in its own PID namespace (where no process outside it has a PID it could name), as
  * another uid when the supervisor is root, under a seccomp filter that kills ptrace and refuses
  * sched_setaffinity (docs/security.md), so it cannot signal, trace or move the twin. Without the
- * sandbox (CUDA_AGENT_SANDBOX=0) nothing holds, for the twin as for the supervisor. What a candidate can do to the GPU it could do to a
- * twin started beside it. And the offset between the two processes' empty windows is calibrated
- * afresh in every evaluation before the candidate is loaded, so a twin that has warmed up over
- * many evaluations biases nothing.
+ * sandbox (CUDA_AGENT_SANDBOX=0) nothing holds, for the twin as for the supervisor. What a
+ * candidate can do to the GPU it could do to a twin started beside it. And the offset between
+ * the two processes' empty windows is calibrated afresh in every evaluation before the
+ * candidate is loaded, so a constant difference between a warm twin and a new candidate's
+ * process cancels (the fidelity measured both ways: bench/RESULTS.md, 2026-12-06).
  *
  * A twin that failed in any way (it died, broke the protocol, ran past its watchdog, or was left
  * with a command unanswered) is ended and the next evaluation starts a fresh one.
