@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "build/host_link.h"
 #include "build/nvcc_split.h"
 #include "build/rules.h"
 #include "util/clock.h"
@@ -323,14 +324,17 @@ static void load_info(const char *path, char *buf, size_t size)
 	free(text);
 }
 
-/* Links the objects into lib (via a temporary name). */
-static int link_library(const char *nvcc, const char *arch, struct candidate *c,
-			const char *const *link_flags, size_t nlink, const char *lib,
+/* Links the objects into lib (via a temporary name): with nvcc's host link line alone when
+ * host (build/host_link.h), else with `nvcc -shared`. */
+static int link_library(const char *nvcc, const char *nvcc_version, const char *cache,
+			const char *arch, struct candidate *c,
+			const char *const *link_flags, size_t nlink, const char *lib, bool host,
 			double timeout_s, const struct rewrite *rw, size_t nrw,
 			struct build_result *res, struct ca_diag *d)
 {
 	char tmp[PATH_MAX + 64], arch_flag[48];
 	const char **argv = calloc(c->num_units + nlink + 16, sizeof *argv);
+	char **host_argv = NULL;
 	struct ca_run_opts ro = {.timeout_s = timeout_s, .stdout_cap = 256u << 10,
 				 .stderr_cap = 1u << 20};
 	struct ca_run_result rr;
@@ -339,6 +343,16 @@ static int link_library(const char *nvcc, const char *arch, struct candidate *c,
 	if (!argv)
 		return ca_fail(d, CA_ERR_NOMEM, "out of memory linking");
 	build_temp_name(tmp, sizeof tmp, lib, ".so");
+	for (size_t i = 0; i < c->num_units; i++)
+		argv[i] = c->units[i].obj; /* the objects, for host_link_argv */
+	if (host) {
+		struct ca_diag hd = {{0}};
+		if (host_link_argv(nvcc, nvcc_version, cache, arch, link_flags, nlink, argv,
+				   c->num_units, tmp, &host_argv, &hd) != 0) {
+			ca_log_debug("host link: %s; nvcc links", hd.msg);
+			host_argv = NULL;
+		}
+	}
 	snprintf(arch_flag, sizeof arch_flag, "-arch=%s", arch);
 	argv[n++] = nvcc;
 	argv[n++] = "-shared";
@@ -353,7 +367,9 @@ static int link_library(const char *nvcc, const char *arch, struct candidate *c,
 		argv[n++] = link_flags[i];
 	argv[n] = NULL;
 
-	rc = ca_run(argv, &ro, &rr, d);
+	rc = ca_run(host_argv ? (const char *const *)host_argv : argv, &ro, &rr, d);
+	res->host_linked = host_argv != NULL;
+	host_link_argv_free(host_argv);
 	free(argv);
 	if (rc)
 		return rc;
@@ -610,8 +626,9 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 	char nvcc[PATH_MAX], cache[PATH_MAX], kdir[PATH_MAX], lib[PATH_MAX], lib_info[PATH_MAX],
 		version[BUILD_NVCC_VERSION_MAX];
 	char libdirs[3][PATH_MAX];
-	const char *link_flags[16];
+	const char *link_flags[17];
 	size_t nlink = 0;
+	bool host_link;
 	struct rewrite rw[2];
 	char kprefix[PATH_MAX + 1];
 	double timeout_s;
@@ -660,9 +677,13 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 		goto out;
 
 	nlink = link_flags_for(&c, nvcc, libdirs, link_flags);
+	/* nvcc's host link line alone where the split is on (the same tested releases); the
+	 * library's key says which link made it */
+	host_link = nvcc_split_enabled(version);
+	link_flags[nlink] = host_link ? "(host link)" : "(nvcc link)";
 
-	if ((rc = compute_keys(&c, version, res->arch, opts->include_dir, link_flags, nlink, cache,
-			       res->hash, d)))
+	if ((rc = compute_keys(&c, version, res->arch, opts->include_dir, link_flags, nlink + 1,
+			       cache, res->hash, d)))
 		goto out;
 	if (snprintf(lib, sizeof lib, "%s/lib/%s.so", cache, res->hash) >= (int)sizeof lib ||
 	    snprintf(lib_info, sizeof lib_info, "%s/lib/%s.info", cache, res->hash) >=
@@ -696,8 +717,8 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 
 	/* (4) link, then the library rules */
 	build_write_cache_file(lib_info, res->ptxas_info);
-	if ((rc = link_library(nvcc, res->arch, &c, link_flags, nlink, lib, timeout_s, rw, 2, res,
-			       d)))
+	if ((rc = link_library(nvcc, version, cache, res->arch, &c, link_flags, nlink, lib,
+			       host_link, timeout_s, rw, 2, res, d)))
 		goto out;
 	if (res->status != BUILD_OK)
 		goto out;

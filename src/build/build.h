@@ -51,6 +51,7 @@ struct build_result {
 	bool cached;              /* library came from the cache (no nvcc ran) */
 	int objects_compiled;     /* translation units nvcc compiled this time */
 	int objects_cached;
+	bool host_linked;         /* linked by nvcc's host link line alone (build/host_link.h) */
 	double seconds;
 	char errors[CA_BUILD_LOG_MAX];  /* the first compiler errors with file:line, or the rule or
 					   symbol violations, one per line; empty when ok */

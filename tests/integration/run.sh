@@ -51,9 +51,11 @@ field "no kernels/ named" 'r["reason"]["code"] == "candidate.missing" and "kerne
 
 # ---- how nvcc runs (issue 18): plain (one step at a time), --threads 2, and its steps split by
 # build/nvcc_split.h (the first compile learns the module id's tag, the next ones predict it,
-# and a wrong tag is found and learned again). Every library is plain nvcc's byte for byte but
-# for nvcc's temporary file name (which differs between any two builds), and so is the device
-# code (the fatbinary: SASS and PTX)
+# and a wrong tag is found and learned again). Every object is plain nvcc's byte for byte but
+# for nvcc's temporary file name (which differs between any two builds). `--threads 2` links
+# with `nvcc -shared` too, so its library is plain nvcc's the same way; the split links with
+# nvcc's host link line alone (build/host_link.h), so its library's device code (the
+# fatbinary: SASS and PTX) is plain nvcc's less the device link's image that nvcc puts first
 same_but_tmpname() {
   "$py" - "$1" "$2" <<'PY'
 import re, sys
@@ -68,6 +70,7 @@ nvcc_mode() { # name, env..., then the compile's log in $tmp/err and its library
     tests/adversarial/honest/smem_tiled_gemm >"$tmp/out" 2>"$tmp/err"
   local rc=$? lib
   lib="$(find "$tmp/nvcc_$name" -name '*.so' 2>/dev/null | head -1)"
+  cat $(find "$tmp/nvcc_$name" -name '*.o' 2>/dev/null | sort) > "$tmp/obj.$name" 2>/dev/null
   if [ $rc -eq 0 ] && [ -n "$lib" ]; then cp "$lib" "$tmp/lib.$name"; ok "compile with nvcc $name"
   else bad "compile with nvcc $name: exit $rc" "$(tail -c 300 "$tmp/err")"; fi
 }
@@ -88,14 +91,24 @@ nvcc_mode split3 CUDA_AGENT_CACHE="$tmp/nvcc_split3" CUDA_AGENT_NVCC_SPLIT=1
 if grep -q "not the predicted" "$tmp/err" && [ "$(cat "$(find "$tmp/nvcc_split3" -name '*.tag' | head -1)")" = "$learned" ]; then
   ok "split: a wrong tag is found, the device steps rerun and the tag learned again"
 else bad "split: a wrong tag was not found and learned again" "$(tail -c 300 "$tmp/err")"; fi
+if same_but_tmpname "$tmp/lib.plain" "$tmp/lib.threads2"; then ok "nvcc threads2: plain nvcc's library but for the temporary name"
+else bad "nvcc threads2 made a library that is not plain nvcc's"; fi
+objcopy -O binary --only-section=.nv_fatbin "$tmp/lib.plain" "$tmp/fatbin.plain" 2>/dev/null || true
 for m in threads2 split split2 split3; do
-  if same_but_tmpname "$tmp/lib.plain" "$tmp/lib.$m"; then ok "nvcc $m: plain nvcc's library but for the temporary name"
-  else bad "nvcc $m made a library that is not plain nvcc's"; fi
-  objcopy -O binary --only-section=.nv_fatbin "$tmp/lib.plain" "$tmp/fatbin.plain" 2>/dev/null || true
+  if same_but_tmpname "$tmp/obj.plain" "$tmp/obj.$m"; then ok "nvcc $m: plain nvcc's objects but for the temporary name"
+  else bad "nvcc $m made objects that are not plain nvcc's"; fi
   objcopy -O binary --only-section=.nv_fatbin "$tmp/lib.$m" "$tmp/fatbin.$m" 2>/dev/null || true
-  if [ -s "$tmp/fatbin.plain" ] && cmp -s "$tmp/fatbin.plain" "$tmp/fatbin.$m"; then
-    ok "nvcc $m and plain nvcc: the same fatbinary ($(stat -c %s "$tmp/fatbin.plain") bytes)"
-  else bad "nvcc $m and plain nvcc made different device code (or none)"; fi
+  if [ "$m" = threads2 ]; then
+    if [ -s "$tmp/fatbin.plain" ] && cmp -s "$tmp/fatbin.plain" "$tmp/fatbin.$m"; then
+      ok "nvcc $m and plain nvcc: the same fatbinary ($(stat -c %s "$tmp/fatbin.plain") bytes)"
+    else bad "nvcc $m and plain nvcc made different device code (or none)"; fi
+  elif "$py" - "$tmp/fatbin.plain" "$tmp/fatbin.$m" <<'PY'
+import sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+sys.exit(0 if b and len(a) > len(b) and a.endswith(b) else 1)
+PY
+  then ok "nvcc $m (host link): plain nvcc's fatbinary less the device link's image ($(stat -c %s "$tmp/fatbin.$m") of $(stat -c %s "$tmp/fatbin.plain") bytes)"
+  else bad "nvcc $m (host link): device code that is not plain nvcc's"; fi
 done
 for m in 0 1; do # a compile error reads the same
   CUDA_AGENT_CACHE="$split_cache" CUDA_AGENT_NVCC_SPLIT=$m run "syntax error with split=$m" 1 \

@@ -293,6 +293,74 @@ static bool exports(const char *lib, const char *sym)
 	return found;
 }
 
+/* The .nv_fatbin section of lib (objcopy), into *out (heap) and *len. */
+static void read_fatbin(const char *lib, char **out, size_t *len)
+{
+	char path[PATH_MAX + 16], cmd[3 * PATH_MAX];
+	struct ca_diag d = {{0}};
+	snprintf(path, sizeof path, "%s.fatbin", lib);
+	snprintf(cmd, sizeof cmd, "objcopy -O binary --only-section=.nv_fatbin '%s' '%s'", lib,
+		 path);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(ca_read_file(path, 64u << 20, out, len, &d), 0);
+	unlink(path);
+}
+
+/* The library linked by nvcc's host link line alone (build/host_link.h) against `nvcc
+ * -shared`: the candidate's device code in it is byte for byte what nvcc's link put in its
+ * library (which holds the device link's image before it), it loads and exports ca_forward,
+ * the two are cached under different keys, and the learned line is kept in the cache. */
+static void test_host_link(void **state)
+{
+	char kdir[PATH_MAX], nvcc_lib[PATH_MAX], nvcc_hash[33], dir[PATH_MAX + 4200];
+	char *a = NULL, *b = NULL, **names = NULL;
+	size_t alen = 0, blen = 0, count = 0;
+	struct build_result r;
+	struct build_opts o;
+	struct ca_diag d = {{0}};
+	(void)state;
+
+	if (!have_nvcc)
+		skip();
+	copy_candidate("axpy", "axpy_link", kdir, sizeof kdir);
+	append_to(kdir, "axpy.cu", "// linked both ways\n"); /* a library no other test made */
+	o = opts_for(kdir);
+	setenv("CUDA_AGENT_NVCC_SPLIT", "0", 1); /* plain nvcc: compile and link */
+	run_build(&o, &r);
+	expect_status(&r, BUILD_OK);
+	assert_false(r.host_linked);
+	snprintf(nvcc_lib, sizeof nvcc_lib, "%s", r.library);
+	snprintf(nvcc_hash, sizeof nvcc_hash, "%s", r.hash);
+	setenv("CUDA_AGENT_NVCC_SPLIT", "1", 1); /* on whatever the nvcc release */
+	run_build(&o, &r);
+	unsetenv("CUDA_AGENT_NVCC_SPLIT");
+	expect_status(&r, BUILD_OK);
+	assert_false(r.cached);
+	assert_int_equal(r.objects_cached, 2);
+	assert_true(r.host_linked);
+	assert_string_not_equal(r.hash, nvcc_hash);
+	assert_string_not_equal(r.library, nvcc_lib);
+
+	read_fatbin(nvcc_lib, &a, &alen);
+	read_fatbin(r.library, &b, &blen);
+	if (!(blen > 0 && alen > blen && memcmp(a + alen - blen, b, blen) == 0))
+		fail_msg("the host-linked library's device code (%zu bytes) is not the end of "
+			 "nvcc's (%zu bytes)", blen, alen);
+	free(a);
+	free(b);
+
+	void *h = dlopen(r.library, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		fail_msg("dlopen: %s", dlerror());
+	assert_non_null(dlsym(h, "ca_forward"));
+	dlclose(h);
+
+	snprintf(dir, sizeof dir, "%s/host-link", cache);
+	assert_int_equal(ca_list_files(dir, NULL, 64, &names, &count, &d), 0);
+	ca_free_names(names, count);
+	assert_true(count >= 1); /* one per link flags (the GEMM test's cuBLAS has its own) */
+}
+
 static void test_build_cache_and_rebuilds(void **state)
 {
 	(void)state;
@@ -800,6 +868,7 @@ int main(void)
 		cmocka_unit_test(test_gemm_concurrent),
 		cmocka_unit_test(test_host_asm_refused),
 		cmocka_unit_test(test_device_ptx_builds),
+		cmocka_unit_test(test_host_link),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
