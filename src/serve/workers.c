@@ -1,6 +1,7 @@
 /* workers: the service's evaluation worker processes (workers.h). */
 #include "serve/workers.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,7 +360,7 @@ int serve_worker_main(const char *python, const char *device)
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
-	int out = dup(STDOUT_FILENO);
+	int out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3); /* not inherited by its children */
 
 	/* Answers go to our own copy of stdout; anything else that prints lands in the log. */
 	if (out < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(answers = fdopen(out, "w"))) {
