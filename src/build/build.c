@@ -333,44 +333,38 @@ static int link_library(const char *nvcc, const char *nvcc_version, const char *
 			struct build_result *res, struct ca_diag *d)
 {
 	char tmp[PATH_MAX + 64], arch_flag[48];
-	const char **argv = calloc(c->num_units + nlink + 16, sizeof *argv);
+	const char **objs = calloc(c->num_units + 1, sizeof *objs);
+	const char **argv = calloc(c->num_units + nlink + HOST_LINK_NVCC_ARGS, sizeof *argv);
 	char **host_argv = NULL;
 	struct ca_run_opts ro = {.timeout_s = timeout_s, .stdout_cap = 256u << 10,
 				 .stderr_cap = 1u << 20};
 	struct ca_run_result rr;
-	int n = 0, rc, lines = 0;
+	int rc, lines = 0;
 
-	if (!argv)
+	if (!argv || !objs) {
+		free(argv);
+		free(objs);
 		return ca_fail(d, CA_ERR_NOMEM, "out of memory linking");
+	}
 	build_temp_name(tmp, sizeof tmp, lib, ".so");
 	for (size_t i = 0; i < c->num_units; i++)
-		argv[i] = c->units[i].obj; /* the objects, for host_link_argv */
+		objs[i] = c->units[i].obj;
 	if (host) {
 		struct ca_diag hd = {{0}};
-		if (host_link_argv(nvcc, nvcc_version, cache, arch, link_flags, nlink, argv,
+		if (host_link_argv(nvcc, nvcc_version, cache, arch, link_flags, nlink, objs,
 				   c->num_units, tmp, &host_argv, &hd) != 0) {
 			ca_log_debug("host link: %s; nvcc links", hd.msg);
 			host_argv = NULL;
 		}
 	}
-	snprintf(arch_flag, sizeof arch_flag, "-arch=%s", arch);
-	argv[n++] = nvcc;
-	argv[n++] = "-shared";
-	argv[n++] = "-cudart";
-	argv[n++] = "shared";
-	argv[n++] = arch_flag;
-	argv[n++] = "-o";
-	argv[n++] = tmp;
-	for (size_t i = 0; i < c->num_units; i++)
-		argv[n++] = c->units[i].obj;
-	for (size_t i = 0; i < nlink; i++)
-		argv[n++] = link_flags[i];
-	argv[n] = NULL;
+	host_link_nvcc_argv(argv, nvcc, false, arch, arch_flag, tmp, objs, c->num_units,
+			    link_flags, nlink);
 
 	rc = ca_run(host_argv ? (const char *const *)host_argv : argv, &ro, &rr, d);
 	res->host_linked = host_argv != NULL;
 	host_link_argv_free(host_argv);
 	free(argv);
+	free(objs);
 	if (rc)
 		return rc;
 	if (rr.timed_out) {

@@ -149,28 +149,16 @@ static int parse_dryrun(const char *text, struct learned *L)
 static int learn(const char *nvcc, const char *arch, const char *const *link_flags, size_t nlink,
 		 struct learned *L, struct ca_diag *d)
 {
-	const char **argv = calloc(nlink + 12, sizeof *argv);
-	char arch_flag[64];
+	const char **argv = calloc(nlink + 1 + HOST_LINK_NVCC_ARGS, sizeof *argv);
+	const char *obj = OBJ_MARK;
+	char arch_flag[48];
 	struct ca_run_opts ro = {.timeout_s = 30, .stdout_cap = 64u << 10, .stderr_cap = 256u << 10};
 	struct ca_run_result rr;
-	size_t n = 0;
 	int rc = -1;
 
 	if (!argv)
 		return ca_fail(d, CA_ERR_NOMEM, "out of memory");
-	snprintf(arch_flag, sizeof arch_flag, "-arch=%s", arch);
-	argv[n++] = nvcc;
-	argv[n++] = "-dryrun";
-	argv[n++] = "-shared";
-	argv[n++] = "-cudart";
-	argv[n++] = "shared";
-	argv[n++] = arch_flag;
-	argv[n++] = "-o";
-	argv[n++] = OUT_MARK;
-	argv[n++] = OBJ_MARK;
-	for (size_t i = 0; i < nlink; i++)
-		argv[n++] = link_flags[i];
-	argv[n] = NULL;
+	host_link_nvcc_argv(argv, nvcc, true, arch, arch_flag, OUT_MARK, &obj, 1, link_flags, nlink);
 	if (ca_run(argv, &ro, &rr, d) == 0) {
 		if (!rr.timed_out && !rr.term_signal && rr.exit_code == 0 && !rr.err_dropped &&
 		    rr.err)
@@ -182,6 +170,29 @@ static int learn(const char *nvcc, const char *arch, const char *const *link_fla
 	}
 	free(argv);
 	return rc;
+}
+
+size_t host_link_nvcc_argv(const char **argv, const char *nvcc, bool dryrun, const char *arch,
+			   char arch_flag[48], const char *out, const char *const *objs,
+			   size_t nobjs, const char *const *flags, size_t nflags)
+{
+	size_t n = 0;
+	snprintf(arch_flag, 48, "-arch=%s", arch);
+	argv[n++] = nvcc;
+	if (dryrun)
+		argv[n++] = "-dryrun";
+	argv[n++] = "-shared";
+	argv[n++] = "-cudart";
+	argv[n++] = "shared";
+	argv[n++] = arch_flag;
+	argv[n++] = "-o";
+	argv[n++] = out;
+	for (size_t i = 0; i < nobjs; i++)
+		argv[n++] = objs[i];
+	for (size_t i = 0; i < nflags; i++)
+		argv[n++] = flags[i];
+	argv[n] = NULL;
+	return n;
 }
 
 /* A learned line kept in the build cache: its arguments one per line. */

@@ -24,6 +24,7 @@
 #ifndef CA_BUILD_HOST_LINK_H
 #define CA_BUILD_HOST_LINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "util/diag.h"
@@ -40,5 +41,14 @@ int host_link_argv(const char *nvcc, const char *nvcc_version, const char *cache
 		   const char *const *objs, size_t nobjs, const char *out, char ***argv,
 		   struct ca_diag *d);
 void host_link_argv_free(char **argv);
+
+/* The `nvcc [-dryrun] -shared -cudart shared -arch=ARCH -o OUT OBJS... FLAGS...` command whose
+ * host link line this module learns (and that links when it does not), into argv: room for
+ * nobjs + nflags + HOST_LINK_NVCC_ARGS pointers; arch_flag holds -arch=ARCH while argv is used.
+ * Returns the count; argv is NULL-terminated. */
+#define HOST_LINK_NVCC_ARGS 10
+size_t host_link_nvcc_argv(const char **argv, const char *nvcc, bool dryrun, const char *arch,
+			   char arch_flag[48], const char *out, const char *const *objs,
+			   size_t nobjs, const char *const *flags, size_t nflags);
 
 #endif
