@@ -6,7 +6,8 @@
  * objects. The candidate's units are compiled whole-program (no -rdc), so each object carries
  * and registers its own device code: the device link has nothing to resolve, and its image holds
  * no kernel of the candidate (torch's cpp_extension and CMake link such objects with the host
- * linker alone). The first three steps are 40-60 ms of each build (nvcc 13.0 on 2 CPUs).
+ * linker alone). Leaving out the first three took 30-40 ms off a build (nvcc 13.0, 2 CPUs:
+ * bench/RESULTS.md).
  *
  * The line is nvcc's: `nvcc -dryrun` of the same link (the same nvcc, arch and flags) with
  * placeholder objects and output is run once per process and key, its host link line kept less
