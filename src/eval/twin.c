@@ -23,6 +23,19 @@ void eval_twin_init(struct eval_twin *t)
 	t->child.to_child = t->child.from_child = -1;
 }
 
+/* Greeted, idle, and nothing it did failed: it can be sent a command. */
+static bool answers(const struct eval_twin *t)
+{
+	return t->started && t->greeted && !t->failed && !t->proc.cmd && !t->proc.dead &&
+	       !t->proc.timed_out && !t->proc.flooded && !t->proc.fatal;
+}
+
+/* It answers and its process still lives: it may serve the next evaluation. */
+static bool healthy(struct eval_twin *t)
+{
+	return answers(t) && ca_child_alive(&t->child);
+}
+
 void eval_twin_end(struct eval_twin *t)
 {
 	struct ca_run_result fate;
@@ -30,8 +43,7 @@ void eval_twin_end(struct eval_twin *t)
 	struct loop_fail f = {0};
 	bool clean = false;
 	if (t->started) {
-		if (t->greeted && !t->failed && !t->proc.cmd && !t->proc.dead && !t->proc.timed_out &&
-		    !t->proc.flooded && !t->proc.fatal)
+		if (answers(t))
 			clean = cand_proc_command(&t->proc, WIRE_CMD_QUIT, NULL, &ans, &f) == 0;
 		cand_proc_resume(&t->proc); /* a stopped process must run to exit */
 		memset(&fate, 0, sizeof fate);
@@ -44,12 +56,6 @@ void eval_twin_end(struct eval_twin *t)
 	eval_twin_init(t);
 }
 
-static bool healthy(struct eval_twin *t)
-{
-	return t->started && t->greeted && !t->failed && !t->proc.cmd && !t->proc.dead &&
-	       !t->proc.timed_out && !t->proc.flooded && !t->proc.fatal &&
-	       ca_child_alive(&t->child);
-}
 
 static int spawn(struct eval_twin *t, const char *worker, const char *runs_base,
 		 struct ca_diag *d)
