@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from after_checks import analyse  # bench/after_checks.py, beside this file
+
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_TASK = ROOT / "tests/data/candidates/tiny_task"
 SMALL_SOL = ROOT / "tests/data/candidates/good"
@@ -116,6 +118,14 @@ def fidelity(build: Path, task: Path, sol: Path, env: dict[str, str], report: di
     report[f"{key}fidelity_outside_ms"] = [c.get("outside_ms") for c in cand]
     report[f"{key}fidelity_outside_se_ms"] = [c.get("outside_se_ms") for c in cand]
     report[f"{key}fidelity_samples"] = [c.get("samples") for c in cand]
+    # The calls right after a checked call against the rest (bench/after_checks.py)
+    split = [analyse(r, 3, 0.05) for r in fid]
+    report[f"{key}fidelity_after_check_us"] = [
+        round((a["after_check_ms"] - a["others_ms"]) * 1e3, 2)
+        if a and a["after_check_ms"] is not None and a["others_ms"] is not None else None
+        for a in split]
+    report[f"{key}fidelity_settle_calls"] = [
+        ((r.get("timing") or {}).get("checks") or {}).get("settle_calls") for r in fid]
     ncu_times = ncu_kernel_times(build, task, sol, env, kernels=kernels)
     ncu_none = ncu_kernel_times(build, task, sol, env, ["--cache-control", "none"], kernels)
     report[f"{key}ncu_kernel_ms"] = ncu_times
@@ -288,7 +298,9 @@ def main() -> int:
                      f"{', '.join(f'{m:.4f}' for m in report[key + 'fidelity_medians_ms'])}; "
                      f"ncu median {report.get(key + 'ncu_median_ms')} ms, --cache-control none "
                      f"{report.get(key + 'ncu_cache_none_median_ms')} ms; bounds "
-                     f"{report[key + 'fidelity_bounds']}")
+                     f"{report[key + 'fidelity_bounds']}; the calls after a check minus the "
+                     f"others (us) {report[key + 'fidelity_after_check_us']}, settle calls "
+                     f"{report[key + 'fidelity_settle_calls']}")
 
     if "iteration" in only:  # issue 18: an agent's compile-verify-time turn, warm, nvcc each time
         rows += iteration(args.build, env, max(1, args.iterations), report)

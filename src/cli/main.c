@@ -60,6 +60,8 @@ static const char options_help[] =
 	"  --trials N             verification trials, each on fresh secret inputs (default 5)\n"
 	"  --budget SECONDS       time budget of the timed loop (default 2)\n"
 	"  --target-rse X         stop timing when the median's relative standard error < X (0.005)\n"
+	"  --settle-calls N       after each checked timed call, N calls neither sampled nor checked\n"
+	"                         (0-16, default 0; docs/protocol.md, \"After a checked call\")\n"
 	"  --arch sm_XX           GPU architecture (default: detected, else sm_90)\n"
 	"  --no-cache             rebuild every translation unit\n"
 	"  --refresh-baselines    re-measure eager and torch.compile even if cached\n"
@@ -139,7 +141,7 @@ int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
 enum cli_opt {
 	O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH, O_KEEP,
 	O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES, O_INTERLEAVE,
-	O_VERIFY_ONLY
+	O_VERIFY_ONLY, O_SETTLE
 };
 
 /* The options every command that evaluates shares (options.h). */
@@ -149,6 +151,7 @@ static const struct option cli_longopts[] = {
 	{"trials", required_argument, NULL, O_TRIALS},
 	{"budget", required_argument, NULL, O_BUDGET},
 	{"target-rse", required_argument, NULL, O_RSE},
+	{"settle-calls", required_argument, NULL, O_SETTLE},
 	{"arch", required_argument, NULL, O_ARCH},
 	{"no-cache", no_argument, NULL, O_NOCACHE},
 	{"refresh-baselines", no_argument, NULL, O_REFRESH},
@@ -194,6 +197,14 @@ static int value_option(struct cli *c, int ch, const char *arg)
 			return EXIT_USAGE;
 		}
 		c->opts.protocol.timing.target_rse = v;
+		break;
+	case O_SETTLE:
+		if (parse_double(arg, &v) || v < 0 || v > TIMING_MAX_SETTLE_CALLS || v != (int)v) {
+			fprintf(stderr, "cuda-agent: --settle-calls takes a whole number 0-%d\n",
+				TIMING_MAX_SETTLE_CALLS);
+			return EXIT_USAGE;
+		}
+		c->opts.protocol.timing.settle_calls = (int)v;
 		break;
 	case O_ARCH:
 		if (strncmp(arg, "sm_", 3) != 0 || strlen(arg) > 8) {

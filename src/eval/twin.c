@@ -152,9 +152,16 @@ int eval_twin_pin(struct eval_twin *t, int cpu)
 	return n > 0 ? rc : -1;
 }
 
+/* CUDA_AGENT_KEEP_REFERENCE=0 (eval/twin.h) */
+static bool keeping(void)
+{
+	const char *keep = getenv(TWIN_KEEP_ENV);
+	return !keep || strcmp(keep, "0") != 0;
+}
+
 void eval_twin_give(struct eval_twin *t)
 {
-	if (t->started && !healthy(t))
+	if (t->started && (!healthy(t) || !keeping()))
 		eval_twin_end(t);
 }
 

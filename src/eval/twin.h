@@ -72,7 +72,12 @@ int eval_twin_send(struct eval_twin *t, json_t *fields, struct loop_fail *f);
 int eval_twin_wait(struct eval_twin *t, struct loop_fail *f);
 /* Whether an answer is awaited (sent, not yet waited for). */
 bool eval_twin_waiting(const struct eval_twin *t);
-/* After the evaluation: a twin that is idle and healthy is kept (stopped), any other is ended. */
+/* Comparisons only: "0" ends the twin after every evaluation, as before it was kept (the timing
+ * is the same either way: docs/runs/after_checks_h100_2026-12-06.txt). */
+#define TWIN_KEEP_ENV "CUDA_AGENT_KEEP_REFERENCE"
+
+/* After the evaluation: a twin that is idle and healthy is kept (stopped), any other is ended
+ * (or every one, with TWIN_KEEP_ENV=0). */
 void eval_twin_give(struct eval_twin *t);
 /* Ends the twin (`quit` when it is healthy, then its process group) and removes its directory.
  * Safe to call when none runs. */

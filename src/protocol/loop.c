@@ -312,24 +312,44 @@ static bool outside_settled(const struct loop *L, const struct loop_result *r,
 }
 
 /* Whether timed call i (on slot, special set `special` or -1) is checked is decided now, after
- * it has ended: every special set, and spot checks thinning out as 1/(i+1). */
-static int check_after(struct state *s, size_t i, int slot, int special, struct loop_fail *f)
+ * it has ended: every special set, and spot checks thinning out as 1/(i+1). *checked says
+ * whether it was. */
+static int check_after(struct state *s, size_t i, int slot, int special, bool *checked,
+		       struct loop_fail *f)
 {
 	const struct timing_protocol *p = s->p;
 	double chance;
 	bool spot;
+	*checked = false;
 	if (!s->L->ops.check)
 		return 0;
 	chance = fmin(1.0, p->spot_density / (double)(i + 1));
 	spot = special < 0 && stats_rng_uniform(&s->rng) < chance;
 	if (special < 0 && !spot)
 		return 0;
+	*checked = true;
 	if (special >= 0)
 		s->r->special_checks++;
 	else
 		s->r->spot_checks++;
 	return run_check(s, slot, special >= 0 ? special : LOOP_NORMAL, i,
 			 special >= 0 ? "special" : "spot", f);
+}
+
+/* After a checked call: p->settle_calls calls driven like timed ones, on the next slots, with
+ * their reference windows, but neither sampled nor checked (docs/protocol.md, "After a checked
+ * call"). */
+static int settle(struct state *s, struct loop_fail *f)
+{
+	for (int j = 0; j < s->p->settle_calls; j++) {
+		struct loop_window w, ref;
+		int slot = (int)(s->turn++ % (unsigned long)s->nsets), rc;
+		if ((rc = window(s, slot, LOOP_NORMAL, LOOP_SEND_CALL, &w, f)) ||
+		    (s->L->ops.has_ref && (rc = window(s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f))))
+			return rc;
+		s->r->settle_calls++;
+	}
+	return 0;
 }
 
 /* After the timed calls: the final call (a fresh set in a used buffer, checked), then the
@@ -378,6 +398,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 	size_t cap = (size_t)p->max_samples, *special_at = NULL;
 	int nspecial = L->ops.check ? p->checks : 0, next = 0, rc = 0;
 	double loop_t0, checks_at_start;
+	bool settle_due = false;
 
 	memset(r, 0, sizeof *r);
 	memset(&run, 0, sizeof run);
@@ -419,14 +440,20 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 	checks_at_start = r->checks_s;
 	for (size_t i = 0;; i++) {
 		struct loop_window w, ref;
-		int slot = (int)(s.turn++ % (unsigned long)nsets);
-		bool special = next < nspecial && special_at[next] == i;
+		bool special = next < nspecial && special_at[next] == i, checked;
 		enum timing_stop stop;
+		int slot;
 
+		/* Only when the loop goes on: none after the last timed call */
+		if (settle_due && (rc = settle(&s, f)))
+			goto out;
+		settle_due = false;
+		slot = (int)(s.turn++ % (unsigned long)nsets);
 		if ((rc = window(&s, slot, special ? next : LOOP_NORMAL, LOOP_SEND_CALL, &w, f)))
 			goto out;
-		if ((rc = check_after(&s, i, slot, special ? next : -1, f)))
+		if ((rc = check_after(&s, i, slot, special ? next : -1, &checked, f)))
 			goto out;
+		settle_due = checked && p->settle_calls > 0;
 		/* The reference window, prepared like a call (that prepare perturbs the set once
 		 * more, as the next call on it would anyway). */
 		if (L->ops.has_ref && (rc = window(&s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f)))

@@ -144,6 +144,7 @@ struct loop_result {
 	const char *stop_reason; /* "converged", "budget", "max_samples" */
 	bool budget_exhausted;
 	int special_checks, spot_checks, checks_failed;
+	int settle_calls;    /* calls run after checks, neither sampled nor checked */
 	bool final_done;
 	bool paired;         /* outside bounds are paired with reference windows */
 	int slow_probes;     /* windows whose first probe found the GPU busy */

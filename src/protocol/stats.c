@@ -215,6 +215,7 @@ void timing_protocol_defaults(struct timing_protocol *p)
 	p->tol_rel = 0.03;
 	p->hold_us = 100.0;
 	p->hold_python_us = 400.0;
+	p->settle_calls = 0;
 }
 
 static int get_int(const json_t *obj, const char *key, int lo, int hi, int *out,
@@ -286,7 +287,8 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 	    (rc = get_num(obj, "tol_rel", 0.0, TIMING_MAX_TOL_REL, false, &p->tol_rel, d)) ||
 	    (rc = get_num(obj, "hold_us", 0.0, TIMING_MAX_HOLD_US, false, &p->hold_us, d)) ||
 	    (rc = get_num(obj, "hold_python_us", 0.0, TIMING_MAX_HOLD_US, false,
-			  &p->hold_python_us, d)))
+			  &p->hold_python_us, d)) ||
+	    (rc = get_int(obj, "settle_calls", 0, TIMING_MAX_SETTLE_CALLS, &p->settle_calls, d)))
 		return rc;
 	if (p->min_samples > p->max_samples)
 		return ca_fail(d, CA_ERR_INVALID,
@@ -303,14 +305,14 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 json_t *timing_protocol_to_json(const struct timing_protocol *p)
 {
 	return json_pack("{s:i, s:i, s:f, s:i, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, "
-			 "s:f}",
+			 "s:f, s:i}",
 			 "version", p->version, "warmup_min_calls", p->warmup_min_calls,
 			 "warmup_min_ms", p->warmup_min_ms, "min_samples", p->min_samples,
 			 "max_samples", p->max_samples, "target_rse", p->target_rse, "budget_s",
 			 p->budget_s, "l2_flush_factor", p->l2_flush_factor, "perturb_scale",
 			 p->perturb_scale, "checks", p->checks, "spot_density", p->spot_density,
 			 "tol_abs_us", p->tol_abs_us, "tol_rel", p->tol_rel, "hold_us", p->hold_us,
-			 "hold_python_us", p->hold_python_us);
+			 "hold_python_us", p->hold_python_us, "settle_calls", p->settle_calls);
 }
 
 /* ---- the stopping rule ------------------------------------------------------------------------- */

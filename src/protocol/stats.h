@@ -82,6 +82,7 @@ void stats_running_free(struct stats_running *r);
 #define TIMING_MAX_TOL_ABS_US 1000.0
 #define TIMING_MAX_TOL_REL 0.5
 #define TIMING_MAX_HOLD_US 100000.0
+#define TIMING_MAX_SETTLE_CALLS 16
 
 struct timing_protocol {
 	int version;
@@ -105,6 +106,10 @@ struct timing_protocol {
 	 * the command to the call's last launch. */
 	double hold_us;
 	double hold_python_us;
+	/* After each checked timed call (not the final one), this many calls driven exactly like
+	 * timed ones (the call's window, then the reference's) that are neither sampled nor
+	 * checked (docs/protocol.md, "After a checked call"). 0: none (the default). */
+	int settle_calls;
 };
 
 /* The defaults of docs/protocol.md: 3 calls / 25 ms warm-up, 10..2000 samples, RSE 0.5%, 2 s,

@@ -174,6 +174,7 @@ struct harness {
 	unsigned seed;
 	uint64_t state[N_SETS];
 	int checks, wrong;
+	int calls; /* `call` commands sent to the candidate's process */
 };
 
 static int h_prepare(void *ctx, int input, int special, uint64_t seed, struct loop_fail *f)
@@ -205,6 +206,8 @@ static int h_send(void *ctx, int input, enum loop_send what, struct loop_fail *f
 	struct harness *h = ctx;
 	if (what == LOOP_SEND_REF)
 		return cand_proc_send(&h->ref, WIRE_CMD_EMPTY, json_pack("{s:i}", "input", input), f);
+	if (what == LOOP_SEND_CALL)
+		h->calls++;
 	return cand_proc_send(&h->proc, what == LOOP_SEND_EMPTY ? WIRE_CMD_EMPTY : WIRE_CMD_CALL,
 			      json_pack("{s:i}", "input", input), f);
 }
@@ -316,10 +319,13 @@ static void stop(struct harness *h)
 	device_close(&h->dev);
 }
 
+static int settle_calls; /* the protocol's settle_calls in the next run */
+
 static struct timing_protocol protocol(void)
 {
 	struct timing_protocol p;
 	timing_protocol_defaults(&p);
+	p.settle_calls = settle_calls;
 	p.warmup_min_calls = 3;
 	p.warmup_min_ms = 5;
 	p.min_samples = 16;
@@ -515,6 +521,47 @@ static void test_paired_honest_passes(void **state)
 	assert_true(r.verdict.outside_se_ms >= 0);
 	loop_result_free(&r);
 	stop(&h);
+}
+
+/* settle_calls: after every checked timed call that another follows, that many calls that are
+ * sent like timed ones (the reference's window after each) but never sampled nor checked; the
+ * sample and the checks are as without them, and a candidate that stops working is still
+ * caught. */
+static void test_settle_calls(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	size_t i, followed = 0;
+	json_t *c;
+	(void)state;
+	settle_calls = 2;
+	if (run_with(&h, HONEST, true, &r, &f) != 0)
+		print_message("honest (settle) failed: %s: %s\n", f.code, f.message);
+	assert_string_equal(f.code, "");
+	assert_true(r.n >= 16);
+	assert_true(r.special_checks == 2 && r.spot_checks >= 3);
+	json_array_foreach(r.checks, i, c) {
+		json_t *at = json_object_get(c, "call");
+		if (json_is_integer(at) && (size_t)json_integer_value(at) + 1 < r.n)
+			followed++;
+	}
+	assert_true(followed >= 4);
+	assert_int_equal(r.settle_calls, 2 * (int)followed);
+	/* every call sent: warm-up, timed, settling, the final one */
+	assert_int_equal(h.calls, r.warmup_calls + (int)r.n + r.settle_calls + 1);
+	assert_false(r.verdict.tampering);
+	assert_true(r.verdict.median_ms > 0.8 * WORK_MS && r.verdict.median_ms < 2 * WORK_MS);
+	loop_result_free(&r);
+	stop(&h);
+
+	memset(&f, 0, sizeof f);
+	assert_int_not_equal(run_with(&h, SKIP_AFTER, true, &r, &f), 0);
+	assert_true(strcmp(f.code, "hack.inconsistent_output") == 0 ||
+		    strcmp(f.code, "hack.final_mismatch") == 0);
+	loop_result_free(&r);
+	stop(&h);
+	settle_calls = 0;
 }
 
 static void test_paired_lie_is_tampering(void **state)
@@ -851,6 +898,7 @@ int main(void)
 		cmocka_unit_test(test_sample_rule),
 		cmocka_unit_test(test_sample_rule_paired_and_trusted),
 		cmocka_unit_test(test_paired_honest_passes),
+		cmocka_unit_test(test_settle_calls),
 		cmocka_unit_test(test_paired_lie_is_tampering),
 		cmocka_unit_test(test_code_allowlist),
 		cmocka_unit_test(test_honest_passes),

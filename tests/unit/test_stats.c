@@ -203,6 +203,9 @@ static void assert_protocol_equal(const struct timing_protocol *a, const struct 
 	assert_true(a->spot_density == b->spot_density);
 	assert_true(a->tol_abs_us == b->tol_abs_us);
 	assert_true(a->tol_rel == b->tol_rel);
+	assert_true(a->hold_us == b->hold_us);
+	assert_true(a->hold_python_us == b->hold_python_us);
+	assert_int_equal(a->settle_calls, b->settle_calls);
 }
 
 static void test_protocol_parse(void **state)
@@ -265,6 +268,10 @@ static void test_protocol_rejects(void **state)
 	assert_int_equal(parse("{\"target_rse\": -0.1}", &p, &d), CA_ERR_INVALID);
 	assert_int_equal(parse("{\"perturb_scale\": 2}", &p, &d), CA_ERR_LIMIT);
 	assert_int_equal(parse("{\"warmup_min_calls\": 1.5}", &p, &d), CA_ERR_PARSE);
+	assert_int_equal(parse("{\"settle_calls\": 17}", &p, &d), CA_ERR_LIMIT);
+	assert_int_equal(parse("{\"settle_calls\": -1}", &p, &d), CA_ERR_INVALID);
+	assert_int_equal(parse("{\"settle_calls\": 2}", &p, &d), 0);
+	assert_int_equal(p.settle_calls, 2);
 }
 
 static void test_protocol_roundtrip(void **state)
@@ -278,6 +285,7 @@ static void test_protocol_roundtrip(void **state)
 	p.min_samples = 33;
 	p.budget_s = 0.25;
 	p.checks = 7;
+	p.settle_calls = 3;
 	j = timing_protocol_to_json(&p);
 	assert_non_null(j);
 	assert_int_equal(timing_protocol_from_json(&q, j, &d), 0);

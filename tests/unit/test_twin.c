@@ -149,6 +149,31 @@ static void test_kept_across_evaluations(void **state)
 	assert_int_equal(kill(pid, 0), -1);
 }
 
+/* TWIN_KEEP_ENV=0: a healthy twin is ended after each evaluation, and the next one starts a
+ * fresh process (the comparison with the reference process per evaluation). */
+static void test_not_kept_when_asked(void **state)
+{
+	struct eval_twin t;
+	struct ca_diag d = {{0}};
+	bool fresh = false;
+	pid_t pid;
+	(void)state;
+	setenv(TWIN_KEEP_ENV, "0", 1);
+	eval_twin_init(&t);
+	take_fresh(&t, worker);
+	pid = t.child.pid;
+	assert_int_equal(empty_call(&t), 0);
+	eval_twin_give(&t);
+	assert_false(t.started);
+	assert_int_equal(kill(pid, 0), -1); /* quit and reaped */
+	assert_int_equal(eval_twin_take(&t, worker, base, 30.0, &fresh, &d), 0);
+	assert_true(fresh);
+	assert_int_equal(eval_twin_hello(&t, &d), 0);
+	assert_int_not_equal(t.child.pid, pid);
+	eval_twin_end(&t);
+	unsetenv(TWIN_KEEP_ENV);
+}
+
 static void test_pinned_where_asked(void **state)
 {
 	struct eval_twin t;
@@ -267,6 +292,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kept_across_evaluations),
+		cmocka_unit_test(test_not_kept_when_asked),
 		cmocka_unit_test(test_pinned_where_asked),
 		cmocka_unit_test(test_failures_start_fresh),
 		cmocka_unit_test(test_dies_with_its_thread),
