@@ -26,14 +26,14 @@ def analyse(result: dict, after: int, slow: float) -> dict | None:
         return None
     checked = {c["call"] for c in (timing.get("checks") or {}).get("calls", [])
                if isinstance(c.get("call"), int)}
-    near = [i for i in range(len(claims)) if any(0 < i - c <= after for c in checked)]
-    rest = [i for i in range(len(claims)) if i not in set(near)]
+    near = {i for i in range(len(claims)) if any(0 < i - c <= after for c in checked)}
+    rest = [i for i in range(len(claims)) if i not in near]
     floor = sorted(claims)[len(claims) // 10]
     pattern = "".join("S" if x > floor * (1 + slow) else "." for x in claims)
     marks = "".join("C" if i in checked else "-" for i in range(len(claims)))
     med = (lambda idx: statistics.median(claims[i] for i in idx) if idx else None)
     return {"median_ms": cand.get("median_ms"), "bound": cand.get("bound"),
-            "after_check_ms": med(near), "others_ms": med(rest), "calls": len(claims),
+            "after_check_ms": med(sorted(near)), "others_ms": med(rest), "calls": len(claims),
             "cpu_latency_us": cand.get("cpu_latency_us"), "pattern": pattern, "checks": marks}
 
 

@@ -56,7 +56,6 @@ void eval_twin_end(struct eval_twin *t)
 	eval_twin_init(t);
 }
 
-
 static int spawn(struct eval_twin *t, const char *worker, const char *runs_base,
 		 struct ca_diag *d)
 {

@@ -453,7 +453,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 			goto out;
 		if ((rc = check_after(&s, i, slot, special ? next : -1, &checked, f)))
 			goto out;
-		settle_due = checked && p->settle_calls > 0;
+		settle_due = checked; /* settle() runs none when settle_calls is 0 */
 		/* The reference window, prepared like a call (that prepare perturbs the set once
 		 * more, as the next call on it would anyway). */
 		if (L->ops.has_ref && (rc = window(&s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f)))
