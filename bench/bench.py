@@ -59,6 +59,18 @@ ITERATION_MODES: tuple[tuple[str, dict[str, str]], ...] = (("now", {}),
                      "CUDA_AGENT_START_AFTER_BUILD": "1"}))
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo): machines of one GPU kind differ in it, and the
+    build's figures with it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def cli(build: Path, args: list[str], env: dict[str, str]) -> tuple[list[dict], float]:
     """Runs cuda-agent with --json; returns the result objects and the wall time."""
     start = time.perf_counter()
@@ -223,8 +235,9 @@ def main() -> int:
     if not gpu:
         print("bench: no NVIDIA GPU here (nvidia-smi gives none): evaluations end at env.no_gpu, "
               "so only the build and the task's description are measured", file=sys.stderr)
-    report: dict = {"machine": {"gpu": gpu, "host": platform.node(), "cpus": os.cpu_count()}}
-    print(f"machine: {gpu}; {os.cpu_count()} CPUs; {platform.node()}")
+    report: dict = {"machine": {"gpu": gpu, "host": platform.node(), "cpus": os.cpu_count(),
+                                "cpu_model": cpu_model()}}
+    print(f"machine: {gpu}; {os.cpu_count()} CPUs ({cpu_model()}); {platform.node()}")
 
     med = statistics.median
     rows: list[tuple[str, str, str]] = []

@@ -61,7 +61,7 @@ static const char options_help[] =
 	"  --budget SECONDS       time budget of the timed loop (default 2)\n"
 	"  --target-rse X         stop timing when the median's relative standard error < X (0.005)\n"
 	"  --settle-calls N       after each checked timed call, N calls neither sampled nor checked\n"
-	"                         (0-16, default 0; docs/protocol.md, \"After a checked call\")\n"
+	"                         (0-16, default 3; docs/protocol.md, \"After a checked call\")\n"
 	"  --arch sm_XX           GPU architecture (default: detected, else sm_90)\n"
 	"  --no-cache             rebuild every translation unit\n"
 	"  --refresh-baselines    re-measure eager and torch.compile even if cached\n"

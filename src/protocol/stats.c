@@ -215,7 +215,7 @@ void timing_protocol_defaults(struct timing_protocol *p)
 	p->tol_rel = 0.03;
 	p->hold_us = 100.0;
 	p->hold_python_us = 400.0;
-	p->settle_calls = 0;
+	p->settle_calls = 3;
 }
 
 static int get_int(const json_t *obj, const char *key, int lo, int hi, int *out,

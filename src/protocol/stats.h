@@ -70,7 +70,8 @@ void stats_running_free(struct stats_running *r);
 
 /* ---- the protocol object ---------------------------------------------------------------------- */
 
-#define TIMING_PROTOCOL_VERSION 5 /* 5: the median's standard error from robust sigma */
+#define TIMING_PROTOCOL_VERSION 6 /* 5: the median's standard error from robust sigma; 6: three
+				   * settling calls after each checked call */
 #define TIMING_MAX_SAMPLES 100000
 #define TIMING_MAX_CHECKS 1000
 #define TIMING_MAX_WARMUP_CALLS 100000
@@ -108,13 +109,13 @@ struct timing_protocol {
 	double hold_python_us;
 	/* After each checked timed call (not the final one), this many calls driven exactly like
 	 * timed ones (the call's window, then the reference's) that are neither sampled nor
-	 * checked (docs/protocol.md, "After a checked call"). 0: none (the default). */
+	 * checked (docs/protocol.md, "After a checked call"). Default 3; 0: none. */
 	int settle_calls;
 };
 
 /* The defaults of docs/protocol.md: 3 calls / 25 ms warm-up, 10..2000 samples, RSE 0.5%, 2 s,
  * flush 2x L2, perturbation 0.5, 2 special checks, spot density 6, tolerance 3 us / 3%, holds
- * of 100 us (native) and 400 us (Python). */
+ * of 100 us (native) and 400 us (Python), 3 settling calls after each checked call. */
 void timing_protocol_defaults(struct timing_protocol *p);
 /* Parses the protocol object. Absent keys keep their defaults; unknown keys are ignored; present
  * keys must have the right type and lie in range (caps above, min_samples <= max_samples,

@@ -214,14 +214,14 @@ static void test_protocol_parse(void **state)
 	struct timing_protocol p, def;
 	struct ca_diag d;
 
-	assert_int_equal(parse("{\"version\": 5, \"warmup_min_calls\": 5, \"warmup_min_ms\": 30,"
+	assert_int_equal(parse("{\"version\": 6, \"warmup_min_calls\": 5, \"warmup_min_ms\": 30,"
 			       " \"min_samples\": 20, \"max_samples\": 500, \"target_rse\": 0.01,"
 			       " \"budget_s\": 1.5, \"l2_flush_factor\": 3, \"perturb_scale\": 0.001,"
 			       " \"checks\": 4, \"spot_density\": 8, \"tol_abs_us\": 2.5,"
 			       " \"tol_rel\": 0.02, \"future_key\": [1]}",
 			       &p, &d),
 			 0);
-	assert_int_equal(p.version, 5);
+	assert_int_equal(p.version, 6);
 	assert_true(p.spot_density == 8.0);
 	assert_true(p.tol_abs_us == 2.5);
 	assert_true(p.tol_rel == 0.02);
@@ -243,6 +243,7 @@ static void test_protocol_parse(void **state)
 	assert_int_equal(def.max_samples, 2000);
 	assert_true(def.target_rse == 0.005);
 	assert_true(def.perturb_scale == 0.5);
+	assert_int_equal(def.settle_calls, 3);
 }
 
 static void test_protocol_rejects(void **state)
@@ -285,7 +286,7 @@ static void test_protocol_roundtrip(void **state)
 	p.min_samples = 33;
 	p.budget_s = 0.25;
 	p.checks = 7;
-	p.settle_calls = 3;
+	p.settle_calls = 5;
 	j = timing_protocol_to_json(&p);
 	assert_non_null(j);
 	assert_int_equal(timing_protocol_from_json(&q, j, &d), 0);
