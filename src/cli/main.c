@@ -62,6 +62,8 @@ static const char options_help[] =
 	"  --target-rse X         stop timing when the median's relative standard error < X (0.005)\n"
 	"  --settle-calls N       after each checked timed call, N calls neither sampled nor checked\n"
 	"                         (0-16, default 3; docs/protocol.md, \"After a checked call\")\n"
+	"  --settle-below-ms MS   settle only after checked calls whose window was shorter\n"
+	"                         (default 5)\n"
 	"  --arch sm_XX           GPU architecture (default: detected, else sm_90)\n"
 	"  --no-cache             rebuild every translation unit\n"
 	"  --refresh-baselines    re-measure eager and torch.compile even if cached\n"
@@ -141,7 +143,7 @@ int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
 enum cli_opt {
 	O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH, O_KEEP,
 	O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES, O_INTERLEAVE,
-	O_VERIFY_ONLY, O_SETTLE
+	O_VERIFY_ONLY, O_SETTLE, O_SETTLE_BELOW
 };
 
 /* The options every command that evaluates shares (options.h). */
@@ -152,6 +154,7 @@ static const struct option cli_longopts[] = {
 	{"budget", required_argument, NULL, O_BUDGET},
 	{"target-rse", required_argument, NULL, O_RSE},
 	{"settle-calls", required_argument, NULL, O_SETTLE},
+	{"settle-below-ms", required_argument, NULL, O_SETTLE_BELOW},
 	{"arch", required_argument, NULL, O_ARCH},
 	{"no-cache", no_argument, NULL, O_NOCACHE},
 	{"refresh-baselines", no_argument, NULL, O_REFRESH},
@@ -205,6 +208,14 @@ static int value_option(struct cli *c, int ch, const char *arg)
 			return EXIT_USAGE;
 		}
 		c->opts.protocol.timing.settle_calls = (int)v;
+		break;
+	case O_SETTLE_BELOW:
+		if (parse_double(arg, &v) || !(v > 0) || v > TIMING_MAX_SETTLE_BELOW_MS) {
+			fprintf(stderr, "cuda-agent: --settle-below-ms takes a number in (0, %g]\n",
+				TIMING_MAX_SETTLE_BELOW_MS);
+			return EXIT_USAGE;
+		}
+		c->opts.protocol.timing.settle_below_ms = v;
 		break;
 	case O_ARCH:
 		if (strncmp(arg, "sm_", 3) != 0 || strlen(arg) > 8) {

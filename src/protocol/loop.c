@@ -336,9 +336,9 @@ static int check_after(struct state *s, size_t i, int slot, int special, bool *c
 			 special >= 0 ? "special" : "spot", f);
 }
 
-/* After a checked call: p->settle_calls calls driven like timed ones, on the next slots, with
- * their reference windows, but neither sampled nor checked (docs/protocol.md, "After a checked
- * call"). */
+/* After a checked call whose window was shorter than p->settle_below_ms: p->settle_calls calls
+ * driven like timed ones, on the next slots, with their reference windows, but neither sampled
+ * nor checked (docs/protocol.md, "After a checked call"). */
 static int settle(struct state *s, struct loop_fail *f)
 {
 	for (int j = 0; j < s->p->settle_calls; j++) {
@@ -453,7 +453,8 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 			goto out;
 		if ((rc = check_after(&s, i, slot, special ? next : -1, &checked, f)))
 			goto out;
-		settle_due = checked; /* settle() runs none when settle_calls is 0 */
+		/* settle() runs none when settle_calls is 0 */
+		settle_due = checked && w.window_s * 1e3 < p->settle_below_ms;
 		/* The reference window, prepared like a call (that prepare perturbs the set once
 		 * more, as the next call on it would anyway). */
 		if (L->ops.has_ref && (rc = window(&s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f)))

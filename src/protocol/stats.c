@@ -216,6 +216,7 @@ void timing_protocol_defaults(struct timing_protocol *p)
 	p->hold_us = 100.0;
 	p->hold_python_us = 400.0;
 	p->settle_calls = 3;
+	p->settle_below_ms = 5.0;
 }
 
 static int get_int(const json_t *obj, const char *key, int lo, int hi, int *out,
@@ -288,7 +289,9 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 	    (rc = get_num(obj, "hold_us", 0.0, TIMING_MAX_HOLD_US, false, &p->hold_us, d)) ||
 	    (rc = get_num(obj, "hold_python_us", 0.0, TIMING_MAX_HOLD_US, false,
 			  &p->hold_python_us, d)) ||
-	    (rc = get_int(obj, "settle_calls", 0, TIMING_MAX_SETTLE_CALLS, &p->settle_calls, d)))
+	    (rc = get_int(obj, "settle_calls", 0, TIMING_MAX_SETTLE_CALLS, &p->settle_calls, d)) ||
+	    (rc = get_num(obj, "settle_below_ms", 0.0, TIMING_MAX_SETTLE_BELOW_MS, true,
+			  &p->settle_below_ms, d)))
 		return rc;
 	if (p->min_samples > p->max_samples)
 		return ca_fail(d, CA_ERR_INVALID,
@@ -305,14 +308,15 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 json_t *timing_protocol_to_json(const struct timing_protocol *p)
 {
 	return json_pack("{s:i, s:i, s:f, s:i, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, "
-			 "s:f, s:i}",
+			 "s:f, s:i, s:f}",
 			 "version", p->version, "warmup_min_calls", p->warmup_min_calls,
 			 "warmup_min_ms", p->warmup_min_ms, "min_samples", p->min_samples,
 			 "max_samples", p->max_samples, "target_rse", p->target_rse, "budget_s",
 			 p->budget_s, "l2_flush_factor", p->l2_flush_factor, "perturb_scale",
 			 p->perturb_scale, "checks", p->checks, "spot_density", p->spot_density,
 			 "tol_abs_us", p->tol_abs_us, "tol_rel", p->tol_rel, "hold_us", p->hold_us,
-			 "hold_python_us", p->hold_python_us, "settle_calls", p->settle_calls);
+			 "hold_python_us", p->hold_python_us, "settle_calls", p->settle_calls,
+			 "settle_below_ms", p->settle_below_ms);
 }
 
 /* ---- the stopping rule ------------------------------------------------------------------------- */

@@ -319,13 +319,19 @@ static void stop(struct harness *h)
 	device_close(&h->dev);
 }
 
-static int settle_calls; /* the protocol's settle_calls in the next run */
+/* The protocol's settle_calls in the next run; -1: the default (3), so that every liar below
+ * meets the loop as it ships */
+static int settle_calls = -1;
+/* The harness's calls take WORK_MS (20 ms), above the default's 5 ms: settle after them */
+static double settle_below_ms = 1e4;
 
 static struct timing_protocol protocol(void)
 {
 	struct timing_protocol p;
 	timing_protocol_defaults(&p);
-	p.settle_calls = settle_calls;
+	if (settle_calls >= 0)
+		p.settle_calls = settle_calls;
+	p.settle_below_ms = settle_below_ms;
 	p.warmup_min_calls = 3;
 	p.warmup_min_ms = 5;
 	p.min_samples = 16;
@@ -561,7 +567,18 @@ static void test_settle_calls(void **state)
 		    strcmp(f.code, "hack.final_mismatch") == 0);
 	loop_result_free(&r);
 	stop(&h);
-	settle_calls = 0;
+
+	/* checked calls longer than settle_below_ms are not followed by any */
+	memset(&f, 0, sizeof f);
+	settle_below_ms = 1.0;
+	assert_int_equal(run_with(&h, HONEST, true, &r, &f), 0);
+	assert_true(r.special_checks == 2 && r.spot_checks >= 3);
+	assert_int_equal(r.settle_calls, 0);
+	assert_int_equal(h.calls, r.warmup_calls + (int)r.n + 1);
+	loop_result_free(&r);
+	stop(&h);
+	settle_below_ms = 1e4;
+	settle_calls = -1;
 }
 
 static void test_paired_lie_is_tampering(void **state)
