@@ -235,9 +235,10 @@ def main() -> int:
     if not gpu:
         print("bench: no NVIDIA GPU here (nvidia-smi gives none): evaluations end at env.no_gpu, "
               "so only the build and the task's description are measured", file=sys.stderr)
+    cpu = cpu_model()
     report: dict = {"machine": {"gpu": gpu, "host": platform.node(), "cpus": os.cpu_count(),
-                                "cpu_model": cpu_model()}}
-    print(f"machine: {gpu}; {os.cpu_count()} CPUs ({cpu_model()}); {platform.node()}")
+                                "cpu_model": cpu}}
+    print(f"machine: {gpu}; {os.cpu_count()} CPUs ({cpu}); {platform.node()}")
 
     med = statistics.median
     rows: list[tuple[str, str, str]] = []

@@ -71,7 +71,8 @@ void stats_running_free(struct stats_running *r);
 /* ---- the protocol object ---------------------------------------------------------------------- */
 
 #define TIMING_PROTOCOL_VERSION 6 /* 5: the median's standard error from robust sigma; 6: three
-				   * settling calls after each checked call */
+				   * settling calls after each checked call shorter
+				   * than settle_below_ms */
 #define TIMING_MAX_SAMPLES 100000
 #define TIMING_MAX_CHECKS 1000
 #define TIMING_MAX_WARMUP_CALLS 100000
