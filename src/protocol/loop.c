@@ -337,15 +337,17 @@ static int check_after(struct state *s, size_t i, int slot, int special, bool *c
 }
 
 /* After a checked call whose window was shorter than p->settle_below_ms: p->settle_calls calls
- * driven like timed ones, on the next slots, with their reference windows, but neither sampled
- * nor checked (docs/protocol.md, "After a checked call"). */
+ * driven like timed ones, on the next slots, with their reference windows unless
+ * p->settle_refs is off, but neither sampled nor checked (docs/protocol.md, "After a checked
+ * call"). */
 static int settle(struct state *s, struct loop_fail *f)
 {
 	for (int j = 0; j < s->p->settle_calls; j++) {
 		struct loop_window w, ref;
 		int slot = (int)(s->turn++ % (unsigned long)s->nsets), rc;
 		if ((rc = window(s, slot, LOOP_NORMAL, LOOP_SEND_CALL, &w, f)) ||
-		    (s->L->ops.has_ref && (rc = window(s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f))))
+		    (s->L->ops.has_ref && s->p->settle_refs &&
+		     (rc = window(s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f))))
 			return rc;
 		s->r->settle_calls++;
 	}

@@ -117,6 +117,10 @@ struct timing_protocol {
 	 * more than they correct. */
 	int settle_calls;
 	double settle_below_ms;
+	/* Whether each settling call is followed by a reference window, like a timed call
+	 * (default true). Without it a settling call costs one window instead of two; the
+	 * reference's own windows after a check were not slow (docs/protocol.md). */
+	bool settle_refs;
 };
 
 /* The defaults of docs/protocol.md: 3 calls / 25 ms warm-up, 10..2000 samples, RSE 0.5%, 2 s,

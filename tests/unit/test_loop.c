@@ -175,6 +175,7 @@ struct harness {
 	uint64_t state[N_SETS];
 	int checks, wrong;
 	int calls; /* `call` commands sent to the candidate's process */
+	int refs;  /* reference windows in the timed loop (from loop_time on) */
 };
 
 static int h_prepare(void *ctx, int input, int special, uint64_t seed, struct loop_fail *f)
@@ -204,8 +205,10 @@ fail:
 static int h_send(void *ctx, int input, enum loop_send what, struct loop_fail *f)
 {
 	struct harness *h = ctx;
-	if (what == LOOP_SEND_REF)
+	if (what == LOOP_SEND_REF) {
+		h->refs++;
 		return cand_proc_send(&h->ref, WIRE_CMD_EMPTY, json_pack("{s:i}", "input", input), f);
+	}
 	if (what == LOOP_SEND_CALL)
 		h->calls++;
 	return cand_proc_send(&h->proc, what == LOOP_SEND_EMPTY ? WIRE_CMD_EMPTY : WIRE_CMD_CALL,
@@ -324,6 +327,7 @@ static void stop(struct harness *h)
 static int settle_calls = -1;
 /* The harness's calls take WORK_MS (20 ms), above the default's 5 ms: settle after them */
 static double settle_below_ms = 1e4;
+static bool settle_refs = true;
 
 static struct timing_protocol protocol(void)
 {
@@ -332,6 +336,7 @@ static struct timing_protocol protocol(void)
 	if (settle_calls >= 0)
 		p.settle_calls = settle_calls;
 	p.settle_below_ms = settle_below_ms;
+	p.settle_refs = settle_refs;
 	p.warmup_min_calls = 3;
 	p.warmup_min_ms = 5;
 	p.min_samples = 16;
@@ -358,6 +363,7 @@ static int run_with(struct harness *h, enum mode m, bool with_ref, struct loop_r
 	if ((rc = cand_proc_hello(&h->proc, f)) || (rc = loop_calibrate(&h->L, 11, f)) ||
 	    (rc = cand_proc_command(&h->proc, WIRE_CMD_LOAD, NULL, &ans, f)))
 		return rc;
+	h->refs = 0;
 	return loop_time(&h->L, &p, N_SETS, 0xC0FFEEull, r, f);
 }
 
@@ -556,10 +562,37 @@ static void test_settle_calls(void **state)
 	assert_int_equal(r.settle_calls, 2 * (int)followed);
 	/* every call sent: warm-up, timed, settling, the final one */
 	assert_int_equal(h.calls, r.warmup_calls + (int)r.n + r.settle_calls + 1);
+	/* a reference window after each timed and each settling call */
+	assert_int_equal(h.refs, (int)r.n + r.settle_calls);
 	assert_false(r.verdict.tampering);
 	assert_true(r.verdict.median_ms > 0.8 * WORK_MS && r.verdict.median_ms < 2 * WORK_MS);
 	loop_result_free(&r);
 	stop(&h);
+
+	/* settle_refs off: the same settling calls, and reference windows after timed calls only */
+	memset(&f, 0, sizeof f);
+	settle_refs = false;
+	assert_int_equal(run_with(&h, HONEST, true, &r, &f), 0);
+	followed = 0;
+	json_array_foreach(r.checks, i, c) {
+		json_t *at = json_object_get(c, "call");
+		if (json_is_integer(at) && (size_t)json_integer_value(at) + 1 < r.n)
+			followed++;
+	}
+	assert_true(followed >= 4);
+	assert_int_equal(r.settle_calls, 2 * (int)followed);
+	assert_int_equal(h.calls, r.warmup_calls + (int)r.n + r.settle_calls + 1);
+	assert_int_equal(h.refs, (int)r.n);
+	assert_false(r.verdict.tampering);
+	loop_result_free(&r);
+	stop(&h);
+	memset(&f, 0, sizeof f);
+	assert_int_not_equal(run_with(&h, SKIP_AFTER, true, &r, &f), 0);
+	assert_true(strcmp(f.code, "hack.inconsistent_output") == 0 ||
+		    strcmp(f.code, "hack.final_mismatch") == 0);
+	loop_result_free(&r);
+	stop(&h);
+	settle_refs = true;
 
 	memset(&f, 0, sizeof f);
 	assert_int_not_equal(run_with(&h, SKIP_AFTER, true, &r, &f), 0);
