@@ -64,7 +64,8 @@ static const char options_help[] =
 	"                         (0-16, default 3; docs/protocol.md, \"After a checked call\")\n"
 	"  --settle-below-ms MS   settle only after checked calls whose window was shorter\n"
 	"                         (default 5)\n"
-	"  --settle-refs 0|1      follow each settling call with a reference window (default 1)\n"
+	"  --settle-ms MS         settle after every checked call until MS have passed (at least\n"
+	"                         one call, at most --settle-calls; default 0: off)\n"
 	"  --hold-us US           hold the GPU this long before each call of a native candidate\n"
 	"                         (default 100; docs/protocol.md, \"The timed loop\", step 2)\n"
 	"  --arch sm_XX           GPU architecture (default: detected, else sm_90)\n"
@@ -146,7 +147,7 @@ int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
 enum cli_opt {
 	O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH, O_KEEP,
 	O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES, O_INTERLEAVE,
-	O_VERIFY_ONLY, O_SETTLE, O_SETTLE_BELOW, O_SETTLE_REFS, O_HOLD
+	O_VERIFY_ONLY, O_SETTLE, O_SETTLE_BELOW, O_SETTLE_MS, O_HOLD
 };
 
 /* The options every command that evaluates shares (options.h). */
@@ -158,7 +159,7 @@ static const struct option cli_longopts[] = {
 	{"target-rse", required_argument, NULL, O_RSE},
 	{"settle-calls", required_argument, NULL, O_SETTLE},
 	{"settle-below-ms", required_argument, NULL, O_SETTLE_BELOW},
-	{"settle-refs", required_argument, NULL, O_SETTLE_REFS},
+	{"settle-ms", required_argument, NULL, O_SETTLE_MS},
 	{"hold-us", required_argument, NULL, O_HOLD},
 	{"arch", required_argument, NULL, O_ARCH},
 	{"no-cache", no_argument, NULL, O_NOCACHE},
@@ -222,12 +223,13 @@ static int value_option(struct cli *c, int ch, const char *arg)
 		}
 		c->opts.protocol.timing.settle_below_ms = v;
 		break;
-	case O_SETTLE_REFS:
-		if (strcmp(arg, "0") != 0 && strcmp(arg, "1") != 0) {
-			fprintf(stderr, "cuda-agent: --settle-refs takes 0 or 1\n");
+	case O_SETTLE_MS:
+		if (parse_double(arg, &v) || !(v >= 0) || v > TIMING_MAX_SETTLE_MS) {
+			fprintf(stderr, "cuda-agent: --settle-ms takes a number in [0, %g]\n",
+				TIMING_MAX_SETTLE_MS);
 			return EXIT_USAGE;
 		}
-		c->opts.protocol.timing.settle_refs = arg[0] == '1';
+		c->opts.protocol.timing.settle_ms = v;
 		break;
 	case O_HOLD:
 		if (parse_double(arg, &v) || v < 0 || v > TIMING_MAX_HOLD_US) {

@@ -336,18 +336,22 @@ static int check_after(struct state *s, size_t i, int slot, int special, bool *c
 			 special >= 0 ? "special" : "spot", f);
 }
 
-/* After a checked call whose window was shorter than p->settle_below_ms: p->settle_calls calls
- * driven like timed ones, on the next slots, with their reference windows unless
- * p->settle_refs is off, but neither sampled nor checked (docs/protocol.md, "After a checked
+/* After a checked call whose window was shorter than p->settle_below_ms (after every checked
+ * call when p->settle_ms is set): p->settle_calls calls driven like timed ones, on the next
+ * slots, with their reference windows, but neither sampled nor checked; with p->settle_ms, no
+ * more once that long has passed since the first began (docs/protocol.md, "After a checked
  * call"). */
 static int settle(struct state *s, struct loop_fail *f)
 {
+	double t0 = ca_now();
 	for (int j = 0; j < s->p->settle_calls; j++) {
 		struct loop_window w, ref;
-		int slot = (int)(s->turn++ % (unsigned long)s->nsets), rc;
+		int slot, rc;
+		if (j > 0 && s->p->settle_ms > 0 && (ca_now() - t0) * 1e3 >= s->p->settle_ms)
+			break;
+		slot = (int)(s->turn++ % (unsigned long)s->nsets);
 		if ((rc = window(s, slot, LOOP_NORMAL, LOOP_SEND_CALL, &w, f)) ||
-		    (s->L->ops.has_ref && s->p->settle_refs &&
-		     (rc = window(s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f))))
+		    (s->L->ops.has_ref && (rc = window(s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f))))
 			return rc;
 		s->r->settle_calls++;
 	}
@@ -456,7 +460,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 		if ((rc = check_after(&s, i, slot, special ? next : -1, &checked, f)))
 			goto out;
 		/* settle() runs none when settle_calls is 0 */
-		settle_due = checked && w.window_s * 1e3 < p->settle_below_ms;
+		settle_due = checked && (p->settle_ms > 0 || w.window_s * 1e3 < p->settle_below_ms);
 		/* The reference window, prepared like a call (that prepare perturbs the set once
 		 * more, as the next call on it would anyway). */
 		if (L->ops.has_ref && (rc = window(&s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f)))

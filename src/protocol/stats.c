@@ -217,7 +217,7 @@ void timing_protocol_defaults(struct timing_protocol *p)
 	p->hold_python_us = 400.0;
 	p->settle_calls = 3;
 	p->settle_below_ms = 5.0;
-	p->settle_refs = true;
+	p->settle_ms = 0.0;
 }
 
 static int get_int(const json_t *obj, const char *key, int lo, int hi, int *out,
@@ -235,17 +235,6 @@ static int get_int(const json_t *obj, const char *key, int lo, int hi, int *out,
 			       "timing protocol: '%s' is %lld, outside [%d, %d]", key, (long long)x,
 			       lo, hi);
 	*out = (int)x;
-	return 0;
-}
-
-static int get_bool(const json_t *obj, const char *key, bool *out, struct ca_diag *d)
-{
-	const json_t *v = json_object_get(obj, key);
-	if (!v)
-		return 0;
-	if (!json_is_boolean(v))
-		return ca_fail(d, CA_ERR_PARSE, "timing protocol: '%s' must be true or false", key);
-	*out = json_is_true(v);
 	return 0;
 }
 
@@ -304,7 +293,7 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 	    (rc = get_int(obj, "settle_calls", 0, TIMING_MAX_SETTLE_CALLS, &p->settle_calls, d)) ||
 	    (rc = get_num(obj, "settle_below_ms", 0.0, TIMING_MAX_SETTLE_BELOW_MS, true,
 			  &p->settle_below_ms, d)) ||
-	    (rc = get_bool(obj, "settle_refs", &p->settle_refs, d)))
+	    (rc = get_num(obj, "settle_ms", 0.0, TIMING_MAX_SETTLE_MS, false, &p->settle_ms, d)))
 		return rc;
 	if (p->min_samples > p->max_samples)
 		return ca_fail(d, CA_ERR_INVALID,
@@ -321,7 +310,7 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 json_t *timing_protocol_to_json(const struct timing_protocol *p)
 {
 	return json_pack("{s:i, s:i, s:f, s:i, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, "
-			 "s:f, s:i, s:f, s:b}",
+			 "s:f, s:i, s:f, s:f}",
 			 "version", p->version, "warmup_min_calls", p->warmup_min_calls,
 			 "warmup_min_ms", p->warmup_min_ms, "min_samples", p->min_samples,
 			 "max_samples", p->max_samples, "target_rse", p->target_rse, "budget_s",
@@ -329,7 +318,7 @@ json_t *timing_protocol_to_json(const struct timing_protocol *p)
 			 p->perturb_scale, "checks", p->checks, "spot_density", p->spot_density,
 			 "tol_abs_us", p->tol_abs_us, "tol_rel", p->tol_rel, "hold_us", p->hold_us,
 			 "hold_python_us", p->hold_python_us, "settle_calls", p->settle_calls,
-			 "settle_below_ms", p->settle_below_ms, "settle_refs", p->settle_refs);
+			 "settle_below_ms", p->settle_below_ms, "settle_ms", p->settle_ms);
 }
 
 /* ---- the stopping rule ------------------------------------------------------------------------- */

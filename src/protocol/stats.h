@@ -86,6 +86,7 @@ void stats_running_free(struct stats_running *r);
 #define TIMING_MAX_HOLD_US 100000.0
 #define TIMING_MAX_SETTLE_CALLS 16
 #define TIMING_MAX_SETTLE_BELOW_MS 600000.0
+#define TIMING_MAX_SETTLE_MS 1000.0
 
 struct timing_protocol {
 	int version;
@@ -117,10 +118,11 @@ struct timing_protocol {
 	 * more than they correct. */
 	int settle_calls;
 	double settle_below_ms;
-	/* Whether each settling call is followed by a reference window, like a timed call
-	 * (default true). Without it a settling call costs one window instead of two; the
-	 * reference's own windows after a check were not slow (docs/protocol.md). */
-	bool settle_refs;
+	/* When > 0: settling follows every checked timed call whatever its window
+	 * (settle_below_ms is not used), and stops once this many milliseconds have passed since
+	 * the first settling call began: at least one call, at most settle_calls. 0 (default):
+	 * settle_calls calls after checked calls shorter than settle_below_ms. */
+	double settle_ms;
 };
 
 /* The defaults of docs/protocol.md: 3 calls / 25 ms warm-up, 10..2000 samples, RSE 0.5%, 2 s,

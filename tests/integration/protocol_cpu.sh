@@ -59,15 +59,18 @@ field "pinned: the CPU is named, the candidate still judged" 'isinstance(r["env"
 run "eval --settle-calls 2" 1 "$cli" eval --device cpu --budget 0.3 --trials 2 --settle-calls 2 \
   --settle-below-ms 600000 --json "$data/task" "$data/honest.py" "$data/skip_after.py"
 sed -n 2p "$tmp/out" >"$tmp/skip"; sed -i 1q "$tmp/out"
-field "settle: two per check that a timed call follows, the protocol says so, still judged" 'r["reason"]["code"] == "ok" and r["timing"]["checks"]["settle_calls"] == 2 * sum(1 for c in r["timing"]["checks"]["calls"] if isinstance(c["call"], int) and c["call"] + 1 < r["timing"]["candidate"]["samples"]) > 0 and r["timing"]["protocol"]["settle_calls"] == 2 and r["timing"]["protocol"]["settle_below_ms"] == 600000 and r["timing"]["protocol"]["hold_us"] == 100 and r["timing"]["protocol"]["settle_refs"] is True'
+field "settle: two per check that a timed call follows, the protocol says so, still judged" 'r["reason"]["code"] == "ok" and r["timing"]["checks"]["settle_calls"] == 2 * sum(1 for c in r["timing"]["checks"]["calls"] if isinstance(c["call"], int) and c["call"] + 1 < r["timing"]["candidate"]["samples"]) > 0 and r["timing"]["protocol"]["settle_calls"] == 2 and r["timing"]["protocol"]["settle_below_ms"] == 600000 and r["timing"]["protocol"]["hold_us"] == 100 and r["timing"]["protocol"]["settle_ms"] == 0'
 cp "$tmp/skip" "$tmp/out"
 field "settle: skipping after the first calls still caught" 'r["reason"]["code"] in ("hack.inconsistent_output", "hack.final_mismatch") and r["reward"] == -1'
 run "--settle-calls out of range" 2 "$cli" eval --settle-calls 17 "$data/task" "$data/honest.py"
 run "eval --settle-below-ms 0.001" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
-  --settle-below-ms 0.001 --settle-refs 0 --hold-us 250 --json "$data/task" "$data/honest.py"
-field "settle: none after checked calls longer than settle_below_ms; the options recorded" 'r["reason"]["code"] == "ok" and r["timing"]["checks"]["settle_calls"] == 0 and len(r["timing"]["checks"]["calls"]) > 1 and r["timing"]["protocol"]["settle_below_ms"] == 0.001 and r["timing"]["protocol"]["settle_calls"] == 3 and r["timing"]["protocol"]["settle_refs"] is False and r["timing"]["protocol"]["hold_us"] == 250'
+  --settle-below-ms 0.001 --hold-us 250 --json "$data/task" "$data/honest.py"
+field "settle: none after checked calls longer than settle_below_ms; the options recorded" 'r["reason"]["code"] == "ok" and r["timing"]["checks"]["settle_calls"] == 0 and len(r["timing"]["checks"]["calls"]) > 1 and r["timing"]["protocol"]["settle_below_ms"] == 0.001 and r["timing"]["protocol"]["settle_calls"] == 3 and r["timing"]["protocol"]["settle_ms"] == 0 and r["timing"]["protocol"]["hold_us"] == 250'
 run "--settle-below-ms out of range" 2 "$cli" eval --settle-below-ms 0 "$data/task" "$data/honest.py"
-run "--settle-refs not 0 or 1" 2 "$cli" eval --settle-refs yes "$data/task" "$data/honest.py"
+run "eval --settle-ms 0.001 --settle-below-ms 0.001" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
+  --settle-below-ms 0.001 --settle-ms 0.001 --json "$data/task" "$data/honest.py"
+field "settle_ms: one settling call after every checked call that another follows, whatever its window" 'r["reason"]["code"] == "ok" and r["timing"]["checks"]["settle_calls"] == sum(1 for c in r["timing"]["checks"]["calls"] if isinstance(c["call"], int) and c["call"] + 1 < r["timing"]["candidate"]["samples"]) > 0 and r["timing"]["protocol"]["settle_ms"] == 0.001'
+run "--settle-ms out of range" 2 "$cli" eval --settle-ms 1001 "$data/task" "$data/honest.py"
 run "--hold-us out of range" 2 "$cli" eval --hold-us -1 "$data/task" "$data/honest.py"
 
 # Decisions at the thresholds (docs/evaluation.md): forced here, as CPU times decide nothing.

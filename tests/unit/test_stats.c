@@ -207,7 +207,7 @@ static void assert_protocol_equal(const struct timing_protocol *a, const struct 
 	assert_true(a->hold_python_us == b->hold_python_us);
 	assert_int_equal(a->settle_calls, b->settle_calls);
 	assert_true(a->settle_below_ms == b->settle_below_ms);
-	assert_true(a->settle_refs == b->settle_refs);
+	assert_true(a->settle_ms == b->settle_ms);
 }
 
 static void test_protocol_parse(void **state)
@@ -247,7 +247,7 @@ static void test_protocol_parse(void **state)
 	assert_true(def.perturb_scale == 0.5);
 	assert_int_equal(def.settle_calls, 3);
 	assert_true(def.settle_below_ms == 5.0);
-	assert_true(def.settle_refs);
+	assert_true(def.settle_ms == 0.0);
 }
 
 static void test_protocol_rejects(void **state)
@@ -281,9 +281,11 @@ static void test_protocol_rejects(void **state)
 	assert_int_equal(parse("{\"settle_below_ms\": 600001}", &p, &d), CA_ERR_LIMIT);
 	assert_int_equal(parse("{\"settle_below_ms\": 0.5}", &p, &d), 0);
 	assert_true(p.settle_below_ms == 0.5);
-	assert_int_equal(parse("{\"settle_refs\": 1}", &p, &d), CA_ERR_PARSE);
-	assert_int_equal(parse("{\"settle_refs\": false}", &p, &d), 0);
-	assert_false(p.settle_refs);
+	assert_int_equal(parse("{\"settle_ms\": -1}", &p, &d), CA_ERR_INVALID);
+	assert_int_equal(parse("{\"settle_ms\": 1001}", &p, &d), CA_ERR_LIMIT);
+	assert_int_equal(parse("{\"settle_ms\": \"8\"}", &p, &d), CA_ERR_PARSE);
+	assert_int_equal(parse("{\"settle_ms\": 8}", &p, &d), 0);
+	assert_true(p.settle_ms == 8.0);
 }
 
 static void test_protocol_roundtrip(void **state)
@@ -299,7 +301,7 @@ static void test_protocol_roundtrip(void **state)
 	p.checks = 7;
 	p.settle_calls = 5;
 	p.settle_below_ms = 7.5;
-	p.settle_refs = false;
+	p.settle_ms = 12.5;
 	j = timing_protocol_to_json(&p);
 	assert_non_null(j);
 	assert_int_equal(timing_protocol_from_json(&q, j, &d), 0);
