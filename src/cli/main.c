@@ -180,6 +180,21 @@ static const struct option cli_longopts[] = {
 	{NULL, 0, NULL, 0},
 };
 
+/* A number option in [lo, hi] ((lo, hi] with lo_open) into *out: 0, or EXIT_USAGE after saying
+ * what --name takes. */
+static int number_option(const char *arg, const char *name, double lo, bool lo_open, double hi,
+			 double *out)
+{
+	double v;
+	if (parse_double(arg, &v) || !(lo_open ? v > lo : v >= lo) || v > hi) {
+		fprintf(stderr, "cuda-agent: --%s takes a number in %c%g, %g]\n", name,
+			lo_open ? '(' : '[', lo, hi);
+		return EXIT_USAGE;
+	}
+	*out = v;
+	return 0;
+}
+
 /* An option that takes a value: 0 taken, EXIT_USAGE (with a message) refused, -1 not one of
  * these. */
 static int value_option(struct cli *c, int ch, const char *arg)
@@ -216,29 +231,14 @@ static int value_option(struct cli *c, int ch, const char *arg)
 		c->opts.protocol.timing.settle_calls = (int)v;
 		break;
 	case O_SETTLE_BELOW:
-		if (parse_double(arg, &v) || !(v > 0) || v > TIMING_MAX_SETTLE_BELOW_MS) {
-			fprintf(stderr, "cuda-agent: --settle-below-ms takes a number in (0, %g]\n",
-				TIMING_MAX_SETTLE_BELOW_MS);
-			return EXIT_USAGE;
-		}
-		c->opts.protocol.timing.settle_below_ms = v;
-		break;
+		return number_option(arg, "settle-below-ms", 0.0, true, TIMING_MAX_SETTLE_BELOW_MS,
+				     &c->opts.protocol.timing.settle_below_ms);
 	case O_SETTLE_MS:
-		if (parse_double(arg, &v) || !(v >= 0) || v > TIMING_MAX_SETTLE_MS) {
-			fprintf(stderr, "cuda-agent: --settle-ms takes a number in [0, %g]\n",
-				TIMING_MAX_SETTLE_MS);
-			return EXIT_USAGE;
-		}
-		c->opts.protocol.timing.settle_ms = v;
-		break;
+		return number_option(arg, "settle-ms", 0.0, false, TIMING_MAX_SETTLE_MS,
+				     &c->opts.protocol.timing.settle_ms);
 	case O_HOLD:
-		if (parse_double(arg, &v) || v < 0 || v > TIMING_MAX_HOLD_US) {
-			fprintf(stderr, "cuda-agent: --hold-us takes a number in [0, %g]\n",
-				TIMING_MAX_HOLD_US);
-			return EXIT_USAGE;
-		}
-		c->opts.protocol.timing.hold_us = v;
-		break;
+		return number_option(arg, "hold-us", 0.0, false, TIMING_MAX_HOLD_US,
+				     &c->opts.protocol.timing.hold_us);
 	case O_ARCH:
 		if (strncmp(arg, "sm_", 3) != 0 || strlen(arg) > 8) {
 			fprintf(stderr, "cuda-agent: --arch takes a name like sm_90\n");

@@ -535,6 +535,19 @@ static void test_paired_honest_passes(void **state)
 	stop(&h);
 }
 
+/* The checked timed calls that another timed call follows (each is followed by settling). */
+static size_t checks_followed(const struct loop_result *r)
+{
+	size_t i, n = 0;
+	json_t *c;
+	json_array_foreach(r->checks, i, c) {
+		json_t *at = json_object_get(c, "call");
+		if (json_is_integer(at) && (size_t)json_integer_value(at) + 1 < r->n)
+			n++;
+	}
+	return n;
+}
+
 /* settle_calls: after every checked timed call that another follows, that many calls that are
  * sent like timed ones (the reference's window after each) but never sampled nor checked; the
  * sample and the checks are as without them, and a candidate that stops working is still
@@ -544,8 +557,7 @@ static void test_settle_calls(void **state)
 	struct harness h;
 	struct loop_result r;
 	struct loop_fail f = {0};
-	size_t i, followed = 0;
-	json_t *c;
+	size_t followed;
 	(void)state;
 	settle_calls = 2;
 	if (run_with(&h, HONEST, true, &r, &f) != 0)
@@ -553,11 +565,7 @@ static void test_settle_calls(void **state)
 	assert_string_equal(f.code, "");
 	assert_true(r.n >= 16);
 	assert_true(r.special_checks == 2 && r.spot_checks >= 3);
-	json_array_foreach(r.checks, i, c) {
-		json_t *at = json_object_get(c, "call");
-		if (json_is_integer(at) && (size_t)json_integer_value(at) + 1 < r.n)
-			followed++;
-	}
+	followed = checks_followed(&r);
 	assert_true(followed >= 4);
 	assert_int_equal(r.settle_calls, 2 * (int)followed);
 	/* every call sent: warm-up, timed, settling, the final one */
@@ -575,12 +583,7 @@ static void test_settle_calls(void **state)
 	settle_ms = 1.0;
 	settle_below_ms = 1.0;
 	assert_int_equal(run_with(&h, HONEST, true, &r, &f), 0);
-	followed = 0;
-	json_array_foreach(r.checks, i, c) {
-		json_t *at = json_object_get(c, "call");
-		if (json_is_integer(at) && (size_t)json_integer_value(at) + 1 < r.n)
-			followed++;
-	}
+	followed = checks_followed(&r);
 	assert_true(followed >= 4);
 	assert_int_equal(r.settle_calls, (int)followed);
 	assert_int_equal(h.calls, r.warmup_calls + (int)r.n + r.settle_calls + 1);
@@ -592,12 +595,7 @@ static void test_settle_calls(void **state)
 	memset(&f, 0, sizeof f);
 	settle_ms = 1000.0;
 	assert_int_equal(run_with(&h, HONEST, true, &r, &f), 0);
-	followed = 0;
-	json_array_foreach(r.checks, i, c) {
-		json_t *at = json_object_get(c, "call");
-		if (json_is_integer(at) && (size_t)json_integer_value(at) + 1 < r.n)
-			followed++;
-	}
+	followed = checks_followed(&r);
 	assert_int_equal(r.settle_calls, 2 * (int)followed);
 	loop_result_free(&r);
 	stop(&h);
