@@ -113,9 +113,9 @@ struct timing_protocol {
 	/* After each checked timed call (not the final one), this many calls driven exactly like
 	 * timed ones (the call's window, then the reference's) that are neither sampled nor
 	 * checked (docs/protocol.md, "After a checked call"). Default 3; 0: none. Only after a
-	 * checked call whose window was shorter than settle_below_ms (default 5): the excess they
-	 * keep out of the sample is tens of microseconds, and for longer calls they would cost
-	 * more than they correct. */
+	 * checked call whose window was shorter than settle_below_ms (default 5), a threshold set
+	 * when the excess was taken for a constant ~27 us; it is ~15 % of the kernel for ~8 ms
+	 * after the check (docs/protocol.md), which settle_ms follows. */
 	int settle_calls;
 	double settle_below_ms;
 	/* When > 0: settling follows every checked timed call whatever its window
