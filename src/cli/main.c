@@ -62,12 +62,15 @@ static const char options_help[] =
 	"  --target-rse X         stop timing when the median's relative standard error < X (0.005)\n"
 	"  --settle-calls N       after each checked timed call, N calls neither sampled nor checked\n"
 	"                         (0-16, default 3; docs/protocol.md, \"After a checked call\")\n"
-	"  --settle-below-ms MS   settle only after checked calls whose window was shorter\n"
-	"                         (default 5)\n"
 	"  --settle-ms MS         settle after every checked call until MS have passed (at least\n"
-	"                         one call, at most --settle-calls; default 0: off)\n"
+	"                         one call, at most --settle-calls; default 10; 0: protocol 6's\n"
+	"                         rule, below)\n"
+	"  --settle-below-ms MS   with --settle-ms 0: settle only after checked calls whose window\n"
+	"                         was shorter (default 5)\n"
 	"  --hold-us US           hold the GPU this long before each call of a native candidate\n"
 	"                         (default 100; docs/protocol.md, \"The timed loop\", step 2)\n"
+	"  --defer-checks-mb MB   copy checked calls' inputs and outputs (up to MB MiB) and judge\n"
+	"                         them after the timed loop (default 4096; 0: judged at once)\n"
 	"  --arch sm_XX           GPU architecture (default: detected, else sm_90)\n"
 	"  --no-cache             rebuild every translation unit\n"
 	"  --refresh-baselines    re-measure eager and torch.compile even if cached\n"
@@ -147,7 +150,7 @@ int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
 enum cli_opt {
 	O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH, O_KEEP,
 	O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES, O_INTERLEAVE,
-	O_VERIFY_ONLY, O_SETTLE, O_SETTLE_BELOW, O_SETTLE_MS, O_HOLD
+	O_VERIFY_ONLY, O_SETTLE, O_SETTLE_BELOW, O_SETTLE_MS, O_HOLD, O_DEFER
 };
 
 /* The options every command that evaluates shares (options.h). */
@@ -161,6 +164,7 @@ static const struct option cli_longopts[] = {
 	{"settle-below-ms", required_argument, NULL, O_SETTLE_BELOW},
 	{"settle-ms", required_argument, NULL, O_SETTLE_MS},
 	{"hold-us", required_argument, NULL, O_HOLD},
+	{"defer-checks-mb", required_argument, NULL, O_DEFER},
 	{"arch", required_argument, NULL, O_ARCH},
 	{"no-cache", no_argument, NULL, O_NOCACHE},
 	{"refresh-baselines", no_argument, NULL, O_REFRESH},
@@ -239,6 +243,9 @@ static int value_option(struct cli *c, int ch, const char *arg)
 	case O_HOLD:
 		return number_option(arg, "hold-us", 0.0, false, TIMING_MAX_HOLD_US,
 				     &c->opts.protocol.timing.hold_us);
+	case O_DEFER:
+		return number_option(arg, "defer-checks-mb", 0.0, false, TIMING_MAX_DEFER_CHECKS_MB,
+				     &c->opts.protocol.timing.defer_checks_mb);
 	case O_ARCH:
 		if (strncmp(arg, "sm_", 3) != 0 || strlen(arg) > 8) {
 			fprintf(stderr, "cuda-agent: --arch takes a name like sm_90\n");

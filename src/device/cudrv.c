@@ -48,6 +48,8 @@ static void load_once(void)
 		{"cuMemAlloc", (void **)&table.cuMemAlloc},
 		{"cuMemFree", (void **)&table.cuMemFree},
 		{"cuMemcpyDtoH", (void **)&table.cuMemcpyDtoH},
+		{"cuMemcpyDtoDAsync", (void **)&table.cuMemcpyDtoDAsync},
+		{"cuMemGetInfo", (void **)&table.cuMemGetInfo},
 		ENTRY(cuMemsetD8Async),
 		ENTRY(cuMemGetAllocationGranularity),
 		ENTRY(cuMemImportFromShareableHandle),

@@ -44,6 +44,8 @@ struct cudrv {
 	CUDRV_FN(cuMemAlloc);
 	CUDRV_FN(cuMemFree);
 	CUDRV_FN(cuMemcpyDtoH);
+	CUDRV_FN(cuMemcpyDtoDAsync);
+	CUDRV_FN(cuMemGetInfo);
 	CUDRV_FN(cuMemsetD8Async);
 	CUDRV_FN(cuMemGetAllocationGranularity);
 	CUDRV_FN(cuMemImportFromShareableHandle);

@@ -383,6 +383,72 @@ int device_flush_alloc(struct device *dev, double factor, size_t *bytes, struct 
 	return 0;
 }
 
+int device_buffer_alloc(struct device *dev, size_t bytes, size_t reserve, struct device_buffer *b,
+			struct ca_diag *d)
+{
+	size_t free_b = 0, total = 0;
+	CUdeviceptr ptr = 0;
+	CUresult r;
+	int rc;
+
+	memset(b, 0, sizeof *b);
+	if (bytes == 0)
+		return ca_fail(d, CA_ERR_INVALID, "a device buffer of 0 bytes");
+	if (dev->kind == DEVICE_CPU) {
+		if (!(b->host = malloc(bytes)))
+			return CA_ERR_NOMEM;
+		b->bytes = bytes;
+		return 0;
+	}
+	if ((rc = make_current(dev, d)))
+		return rc;
+	if ((r = dev->drv->cuMemGetInfo(&free_b, &total)))
+		return cu_fail(dev, d, r, "cuMemGetInfo");
+	if (free_b < reserve || free_b - reserve < bytes)
+		return CA_ERR_NOMEM;
+	if (dev->drv->cuMemAlloc(&ptr, bytes))
+		return CA_ERR_NOMEM;
+	b->dptr = ptr;
+	b->bytes = bytes;
+	return 0;
+}
+
+void device_buffer_free(struct device *dev, struct device_buffer *b)
+{
+	if (b->host)
+		free(b->host);
+	else if (b->dptr && dev->drv && make_current(dev, &(struct ca_diag){{0}}) == 0)
+		dev->drv->cuMemFree(b->dptr);
+	memset(b, 0, sizeof *b);
+}
+
+int device_buffer_copy(struct device *dev, struct device_slot *s, size_t off,
+		       struct device_buffer *b, size_t boff, size_t nbytes, bool to_buffer,
+		       struct ca_diag *d)
+{
+	CUresult r;
+	int rc;
+
+	if ((rc = check_range(s, off, nbytes, d)))
+		return rc;
+	if (boff > b->bytes || nbytes > b->bytes - boff)
+		return ca_fail(d, CA_ERR_INVALID, "a range [%zu, +%zu) outside a %zu-byte buffer",
+			       boff, nbytes, b->bytes);
+	if (nbytes == 0)
+		return 0;
+	if (dev->kind == DEVICE_CPU) {
+		unsigned char *slot = (unsigned char *)s->host + off, *buf = (unsigned char *)b->host + boff;
+		memcpy(to_buffer ? buf : slot, to_buffer ? slot : buf, nbytes);
+		return 0;
+	}
+	if ((rc = make_current(dev, d)))
+		return rc;
+	r = dev->drv->cuMemcpyDtoDAsync(to_buffer ? b->dptr + boff : s->dptr + off,
+					to_buffer ? s->dptr + off : b->dptr + boff, nbytes,
+					(CUstream)dev->stream);
+	return r ? cu_fail(dev, d, r, "copying a slot (cuMemcpyDtoDAsync)") : 0;
+}
+
 int device_poison(struct device *dev, struct device_slot *s, size_t off, size_t nbytes,
 		  struct ca_diag *d)
 {

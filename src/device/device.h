@@ -90,6 +90,25 @@ int device_slot_import(struct device *dev, int fd, size_t bytes, struct device_s
  * evaluations keeps it); another size replaces it. Returns its size in *bytes (0 on the CPU). */
 int device_flush_alloc(struct device *dev, double factor, size_t *bytes, struct ca_diag *d);
 
+/* A buffer of the device's own (the supervisor's context: no other process can reach it), for
+ * copies of slots (the checked calls kept for after the timed loop, eval/data.c). */
+struct device_buffer {
+	size_t bytes;
+	uint64_t dptr; /* CUDA */
+	void *host;    /* CPU */
+};
+/* Allocates `bytes` (> 0) if that leaves at least `reserve` bytes of the device's memory free
+ * (CUDA; the CPU backend allocates host memory). CA_ERR_NOMEM when it does not fit, without a
+ * message: the caller does without. */
+int device_buffer_alloc(struct device *dev, size_t bytes, size_t reserve, struct device_buffer *b,
+			struct ca_diag *d);
+void device_buffer_free(struct device *dev, struct device_buffer *b);
+/* Enqueued: copies nbytes between [off, off + nbytes) of the slot and [boff, boff + nbytes) of
+ * the buffer, into the buffer when to_buffer, else back into the slot. */
+int device_buffer_copy(struct device *dev, struct device_slot *s, size_t off,
+		       struct device_buffer *b, size_t boff, size_t nbytes, bool to_buffer,
+		       struct ca_diag *d);
+
 /* Enqueued: 0xFF bytes over [off, off + nbytes) of the slot (NaN in every float format). */
 int device_poison(struct device *dev, struct device_slot *s, size_t off, size_t nbytes,
 		  struct ca_diag *d);

@@ -18,6 +18,8 @@
 
 /* ---- open and close ---------------------------------------------------------------------------- */
 
+static void kept_release(struct run_data *D);
+
 static void close_fds(struct run_data *D)
 {
 	for (int i = 0; i < D->nfds; i++)
@@ -109,6 +111,7 @@ void data_close(struct run *r)
 {
 	struct run_data *D = &r->data;
 	close_fds(D);
+	kept_release(D);
 	for (int i = 0; i < RUN_MAX_INPUTS; i++) {
 		json_decref(D->scalars[i]);
 		D->scalars[i] = NULL;
@@ -307,15 +310,13 @@ static void tally_output(struct run *r, int i, const struct compare_result *cr, 
 	}
 }
 
-int data_check(struct run *r, int input, json_t *entry)
+/* Whether inputs[input] and the params are as prepared: 1, or 0 with entry saying which was
+ * modified, or -1 (reason set). */
+static int check_unchanged(struct run *r, int input, json_t *entry)
 {
 	struct run_data *D = &r->data;
 	struct ca_diag d = {{0}};
-	struct tally t = {.all_match = true};
 	uint64_t in_now, params_now;
-	json_t *req, *res = NULL, *outs;
-	char code[64];
-	int rc;
 
 	if (input_sum(r, input, &in_now, &d) || params_sum(r, &params_now, &d)) {
 		set_reason(r, "env.gpu", "checksums after a call: %s", d.msg);
@@ -336,10 +337,23 @@ int data_check(struct run *r, int input, json_t *entry)
 						"own in ca_setup)"));
 		return 0;
 	}
+	return 1;
+}
+
+/* The bridge's comparison of the outputs with the reference on inputs[input] and `scalars`. */
+static int check_outputs(struct run *r, int input, json_t *scalars, json_t *entry)
+{
+	struct run_data *D = &r->data;
+	struct ca_diag d = {{0}};
+	struct tally t = {.all_match = true};
+	json_t *req, *res = NULL, *outs;
+	char code[64];
+	int rc;
+
 	req = json_pack("{s:s, s:I, s:i, s:o, s:f, s:f}", "task_dir", r->task.dir, "model_seed",
 			(json_int_t)D->model_seed, "input", input, "scalars",
-			D->scalars[input] ? json_incref(D->scalars[input]) : json_array(), "atol",
-			r->task.atol, "rtol", r->task.rtol);
+			scalars ? json_incref(scalars) : json_array(), "atol", r->task.atol, "rtol",
+			r->task.rtol);
 	rc = bridge_call(&r->s->bridge, "check", req,
 			 120.0 + 4.0 * (double)(D->lay_inputs.bytes + D->lay_outputs.bytes) / 1e9,
 			 &res, code, sizeof code, &d);
@@ -371,6 +385,149 @@ int data_check(struct run *r, int input, json_t *entry)
 	json_object_set_new(entry, "max_rel_err", json_real(t.max_rel));
 	json_object_set_new(entry, "mismatches", json_integer((json_int_t)t.mismatches));
 	return t.all_match ? 1 : 0;
+}
+
+int data_check(struct run *r, int input, json_t *entry)
+{
+	int v = check_unchanged(r, input, entry);
+	return v == 1 ? check_outputs(r, input, r->data.scalars[input], entry) : v;
+}
+
+/* ---- checks kept for after the loop ------------------------------------------------------------- */
+
+#define KEPT_ALIGN 256u
+#define KEPT_SLACK 4 /* copies beyond the expected number of checks */
+
+static size_t kept_round(size_t n)
+{
+	return (n + KEPT_ALIGN - 1) / KEPT_ALIGN * KEPT_ALIGN;
+}
+
+/* How many calls a loop of protocol p is likely to check: the special ones, and about
+ * density * (1 + ln(max_samples / density)) spot checks (chance min(1, density / (i + 1))). */
+static int kept_expected(const struct timing_protocol *p)
+{
+	double n = (double)p->max_samples, dens = p->spot_density, spot = fmin(n, dens);
+	if (n > dens && dens > 0)
+		spot += dens * log(n / dens);
+	return p->checks + (int)ceil(spot) + KEPT_SLACK;
+}
+
+int data_keep_reserve(struct run *r)
+{
+	struct run_data *D = &r->data;
+	const struct timing_protocol *p = &r->o->protocol.timing;
+	struct ca_diag d = {{0}};
+	size_t cap_bytes = (size_t)(p->defer_checks_mb * 1048576.0), stride;
+	int n, rc;
+
+	if (D->kept_cap > 0 || !(p->defer_checks_mb > 0))
+		return 0;
+	D->kept_out_at = kept_round(D->lay_inputs.bytes);
+	stride = D->kept_out_at + kept_round(D->lay_outputs.bytes);
+	n = kept_expected(p);
+	if (stride == 0 || cap_bytes / stride < 1)
+		return 0;
+	if ((size_t)n > cap_bytes / stride)
+		n = (int)(cap_bytes / stride);
+	/* as many as fit, halving (a large task's copies may not all fit beside its slots) */
+	while ((rc = device_buffer_alloc(&D->dev, stride * (size_t)n, D->dev.total_mem / 8,
+					 &D->kept_buf, &d)) == CA_ERR_NOMEM &&
+	       n > 1)
+		n /= 2;
+	if (rc == CA_ERR_NOMEM) {
+		ca_log_debug("no room for a kept check of %zu bytes: checks at once", stride);
+		return 0;
+	}
+	if (rc) {
+		set_reason(r, "env.gpu", "the buffer for kept checks: %s", d.msg);
+		return -1;
+	}
+	if (!(D->kept = calloc((size_t)n, sizeof *D->kept))) {
+		device_buffer_free(&D->dev, &D->kept_buf);
+		return 0;
+	}
+	D->kept_stride = stride;
+	D->kept_cap = n;
+	return 0;
+}
+
+static void kept_release(struct run_data *D)
+{
+	for (int k = 0; k < D->kept_cap; k++)
+		json_decref(D->kept[k].scalars);
+	free(D->kept);
+	D->kept = NULL;
+	D->kept_cap = 0;
+	if (D->dev_open)
+		device_buffer_free(&D->dev, &D->kept_buf);
+}
+
+/* Copies inputs[input] and the outputs to or from kept copy k. */
+static int kept_copy(struct run *r, int input, int k, bool to_buffer, struct ca_diag *d)
+{
+	struct run_data *D = &r->data;
+	size_t at = (size_t)k * D->kept_stride;
+	return device_buffer_copy(&D->dev, &D->inputs[input], 0, &D->kept_buf, at,
+				  D->lay_inputs.bytes, to_buffer, d) ||
+	       device_buffer_copy(&D->dev, &D->outputs, 0, &D->kept_buf, at + D->kept_out_at,
+				  D->lay_outputs.bytes, to_buffer, d);
+}
+
+static int loop_keep(void *ctx, int input, int kept, json_t *detail, struct loop_fail *f)
+{
+	struct run *r = ctx;
+	struct run_data *D = &r->data;
+	struct run_kept *k;
+	struct ca_diag d = {{0}};
+	int v;
+
+	if (kept < 0 || kept >= D->kept_cap)
+		return LOOP_KEEP_FULL;
+	if ((v = check_unchanged(r, input, detail)) != 1) {
+		if (v < 0)
+			loop_fail_set(f, reason_code(r), "checking a call failed");
+		return v < 0 ? v : LOOP_KEEP_WRONG;
+	}
+	if (kept_copy(r, input, kept, true, &d)) {
+		loop_fail_set(f, "env.gpu", "keeping a checked call: %s", d.msg);
+		return CA_ERR_IO;
+	}
+	k = &D->kept[kept];
+	json_decref(k->scalars);
+	*k = (struct run_kept){.input = input,
+			       .scalars = D->scalars[input] ? json_incref(D->scalars[input]) : NULL,
+			       .in_sum = D->in_sum[input],
+			       .state = D->state[input]};
+	return LOOP_KEPT;
+}
+
+/* Puts kept call `kept` back where it was made (its inputs, the outputs it left, and what the
+ * slot's state was) and judges its outputs as data_check would have then. */
+static int loop_check_kept(void *ctx, int kept, json_t *detail, struct loop_fail *f)
+{
+	struct run *r = ctx;
+	struct run_data *D = &r->data;
+	struct ca_diag d = {{0}};
+	const struct run_kept *k;
+	int v;
+
+	if (kept < 0 || kept >= D->kept_cap) {
+		loop_fail_set(f, "internal", "kept check %d of %d", kept, D->kept_cap);
+		return CA_ERR_INVALID;
+	}
+	k = &D->kept[kept];
+	if (kept_copy(r, k->input, kept, false, &d) || device_sync(&D->dev, &d)) {
+		loop_fail_set(f, "env.gpu", "restoring a kept call: %s", d.msg);
+		return CA_ERR_IO;
+	}
+	D->in_sum[k->input] = k->in_sum;
+	D->state[k->input] = k->state;
+	json_decref(D->scalars[k->input]);
+	D->scalars[k->input] = k->scalars ? json_incref(k->scalars) : NULL;
+	if ((v = check_outputs(r, k->input, k->scalars, detail)) < 0)
+		loop_fail_set(f, reason_code(r), "checking a call failed");
+	return v;
 }
 
 /* ---- the loop's view ------------------------------------------------------------------------- */
@@ -440,4 +597,6 @@ void data_loop_ops(struct run *r, struct loop_ops *ops)
 	ops->ctx = r;
 	ops->prepare = loop_prepare;
 	ops->check = loop_check;
+	ops->keep = loop_keep;
+	ops->check_kept = loop_check_kept;
 }

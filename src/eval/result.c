@@ -88,10 +88,11 @@ void step_timing_result(struct run *r)
 	/* the parameters the loop ran with (docs/protocol.md, "The timed loop") */
 	json_object_set_new(timing, "protocol", eval_protocol_timing_json(&r->o->protocol));
 	json_object_set_new(timing, "checks",
-			    json_pack("{s:i, s:i, s:b, s:i, s:i, s:O}", "special",
+			    json_pack("{s:i, s:i, s:b, s:i, s:i, s:i, s:O}", "special",
 				      r->timing.special_checks, "spot", r->timing.spot_checks, "final",
 				      r->timing.final_done, "failed", r->timing.checks_failed,
-				      "settle_calls", r->timing.settle_calls, "calls",
+				      "deferred", r->timing.deferred_checks, "settle_calls",
+				      r->timing.settle_calls, "calls",
 				      r->timing.checks ? r->timing.checks : json_null()));
 	if (strcmp(reason_code(r), "ok") != 0)
 		return;

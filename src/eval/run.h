@@ -55,6 +55,17 @@ struct run_data {
 	uint64_t model_seed;             /* the model whose state is in params */
 	uint64_t salt;
 	size_t flush_bytes;
+	/* Checked calls kept for after the timed loop (data_keep_reserve, the loop's keep): copies
+	 * of inputs[r] and the outputs, kept_stride bytes each, in kept_buf; kept[k] what the call
+	 * had besides. */
+	struct device_buffer kept_buf;
+	size_t kept_stride, kept_out_at; /* per copy; where its outputs begin */
+	int kept_cap;                    /* copies kept_buf holds (0: none) */
+	struct run_kept {
+		int input;
+		json_t *scalars;
+		uint64_t in_sum, state;
+	} *kept;
 };
 
 /* A native build running in a thread while the candidate's and the reference process start and
@@ -202,8 +213,12 @@ int data_ready(struct run *r, int input, bool flush);
  * after checking that inputs[r] and the params are unchanged: 1 correct, 0 wrong (entry says
  * how), negative when the check could not be made (reason set). */
 int data_check(struct run *r, int input, json_t *entry);
-/* The loop's view of the candidate's data (prepare, check). */
+/* The loop's view of the candidate's data (prepare, check, keep, check_kept). */
 void data_loop_ops(struct run *r, struct loop_ops *ops);
+/* Before the candidate's timed loop: the buffer for its kept checks (protocol defer_checks_mb),
+ * as many copies as the loop is likely to check, within that cap and leaving an eighth of the
+ * GPU's memory free; none when not even one fits. -1 (reason set) only on a GPU error. */
+int data_keep_reserve(struct run *r);
 
 /* verify.c */
 void cand_loop_init(struct run *r);       /* r->loop: the candidate's process as callee */

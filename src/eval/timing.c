@@ -87,7 +87,7 @@ int step_time_candidate(struct run *r)
 	double t0 = ca_now();
 	int rc;
 
-	if (timing_fill_rotation(r))
+	if (timing_fill_rotation(r) || data_keep_reserve(r))
 		return -1;
 	if (cand_proc_command(&r->proc, WIRE_CMD_SETUP, NULL, &ans, &f)) {
 		reason_from_fail(r, &f);

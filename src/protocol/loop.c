@@ -192,6 +192,12 @@ out:
 
 /* ---- the timed loop ---------------------------------------------------------------------------- */
 
+/* A checked call kept for after the loop (ops.keep). */
+struct loop_kept {
+	size_t index;
+	const char *kind;
+};
+
 struct state {
 	struct loop *L;
 	const struct timing_protocol *p;
@@ -199,6 +205,8 @@ struct state {
 	int nsets;
 	unsigned long turn;
 	struct loop_result *r;
+	struct loop_kept *kept;
+	size_t nkept, kept_cap;
 };
 
 /* A window on inputs[slot] (normal, special or final), prepared with a fresh random draw. */
@@ -225,22 +233,25 @@ static void claim_and_bound(const struct loop *L, const struct loop_window *w,
 	*claim = fmax(0.0, *claim);
 }
 
-static int run_check(struct state *s, int slot, int special, size_t index, const char *kind,
-		     struct loop_fail *f)
+/* A check's verdict v (1 correct, 0 wrong, negative failure) on timed call `index` ((size_t)-1:
+ * the final call), entered in the result; detail is taken. */
+static int record_check(struct state *s, int v, json_t *detail, size_t index, const char *kind,
+			bool deferred)
 {
-	json_t *detail = json_object();
-	double t0 = ca_now();
-	int v = s->L->ops.check(s->L->ops.ctx, slot, special, detail, f);
-	s->r->checks_s += ca_now() - t0;
 	json_object_set_new(detail, "kind", json_string(kind));
 	json_object_set_new(detail, "call", index == (size_t)-1 ? json_string("final")
 								 : json_integer((json_int_t)index));
 	json_object_set_new(detail, "ok", json_boolean(v == 1));
+	if (deferred)
+		json_object_set_new(detail, "deferred", json_true());
 	json_array_append_new(s->r->checks, detail);
-	if (v < 0)
-		return v;
-	if (v == 1)
-		return 0;
+	return v;
+}
+
+/* The loop's failure for a check that found call `index` wrong (detail: how). */
+static int check_failed(struct state *s, const json_t *detail, size_t index, const char *kind,
+			struct loop_fail *f)
+{
 	s->r->checks_failed++;
 	{
 		const char *msg = json_string_value(json_object_get(detail, "message"));
@@ -260,6 +271,71 @@ static int run_check(struct state *s, int slot, int special, size_t index, const
 			      msg ? msg : "the outputs do not match");
 	}
 	return CA_ERR_REJECTED;
+}
+
+/* Checks timed call `index` (or the final call) on slot now. */
+static int run_check(struct state *s, int slot, int special, size_t index, const char *kind,
+		     struct loop_fail *f)
+{
+	json_t *detail = json_object();
+	double t0 = ca_now();
+	int v = s->L->ops.check(s->L->ops.ctx, slot, special, detail, f);
+	s->r->checks_s += ca_now() - t0;
+	if ((v = record_check(s, v, detail, index, kind, false)) < 0)
+		return v;
+	return v == 1 ? 0 : check_failed(s, detail, index, kind, f);
+}
+
+/* Keeps timed call `index` on slot for after the loop (ops.keep): *kept says whether it was;
+ * a call found wrong at once fails here, one that does not fit is left to run_check. */
+static int keep_check(struct state *s, int slot, size_t index, const char *kind, bool *kept,
+		      struct loop_fail *f)
+{
+	json_t *detail = json_object();
+	double t0 = ca_now();
+	int v = s->L->ops.keep(s->L->ops.ctx, slot, (int)s->nkept, detail, f);
+	struct loop_kept *k;
+	s->r->checks_s += ca_now() - t0;
+	*kept = false;
+	if (v == LOOP_KEEP_FULL) {
+		json_decref(detail);
+		return 0;
+	}
+	if (v != LOOP_KEPT) {
+		if ((v = record_check(s, v, detail, index, kind, false)) < 0)
+			return v;
+		return check_failed(s, detail, index, kind, f);
+	}
+	json_decref(detail);
+	if (s->nkept == s->kept_cap) {
+		size_t cap = s->kept_cap ? 2 * s->kept_cap : 16;
+		if (!(k = realloc(s->kept, cap * sizeof *k))) {
+			loop_fail_set(f, "internal", "out of memory for kept checks");
+			return CA_ERR_NOMEM;
+		}
+		s->kept = k;
+		s->kept_cap = cap;
+	}
+	s->kept[s->nkept++] = (struct loop_kept){.index = index, .kind = kind};
+	s->r->deferred_checks++;
+	*kept = true;
+	return 0;
+}
+
+/* Judges the kept calls in the order they were made; the first wrong one fails. */
+static int check_kept(struct state *s, struct loop_fail *f)
+{
+	for (size_t k = 0; k < s->nkept; k++) {
+		json_t *detail = json_object();
+		double t0 = ca_now();
+		int v = s->L->ops.check_kept(s->L->ops.ctx, (int)k, detail, f);
+		s->r->checks_s += ca_now() - t0;
+		if ((v = record_check(s, v, detail, s->kept[k].index, s->kept[k].kind, true)) < 0)
+			return v;
+		if (v != 1)
+			return check_failed(s, detail, s->kept[k].index, s->kept[k].kind, f);
+	}
+	return 0;
 }
 
 static int warm_up(struct state *s, struct loop_fail *f)
@@ -315,12 +391,13 @@ static bool outside_settled(const struct loop *L, const struct loop_result *r,
  * it has ended: every special set, and spot checks thinning out as 1/(i+1). *checked says
  * whether it was. */
 static int check_after(struct state *s, size_t i, int slot, int special, bool *checked,
-		       struct loop_fail *f)
+		       bool *kept, struct loop_fail *f)
 {
 	const struct timing_protocol *p = s->p;
 	double chance;
 	bool spot;
-	*checked = false;
+	int rc;
+	*checked = *kept = false;
 	if (!s->L->ops.check)
 		return 0;
 	chance = fmin(1.0, p->spot_density / (double)(i + 1));
@@ -332,6 +409,9 @@ static int check_after(struct state *s, size_t i, int slot, int special, bool *c
 		s->r->special_checks++;
 	else
 		s->r->spot_checks++;
+	if (s->L->ops.keep && p->defer_checks_mb > 0 &&
+	    ((rc = keep_check(s, slot, i, special >= 0 ? "special" : "spot", kept, f)) || *kept))
+		return rc;
 	return run_check(s, slot, special >= 0 ? special : LOOP_NORMAL, i,
 			 special >= 0 ? "special" : "spot", f);
 }
@@ -370,7 +450,8 @@ static int conclude(struct state *s, struct loop_fail *f)
 
 	if (L->ops.check) {
 		struct loop_window w;
-		if ((rc = window(s, 0, LOOP_FINAL, LOOP_SEND_CALL, &w, f)) ||
+		if ((rc = check_kept(s, f)) ||
+		    (rc = window(s, 0, LOOP_FINAL, LOOP_SEND_CALL, &w, f)) ||
 		    (rc = run_check(s, 0, LOOP_FINAL, (size_t)-1, "final", f)))
 			return rc;
 		r->final_done = true;
@@ -446,7 +527,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 	checks_at_start = r->checks_s;
 	for (size_t i = 0;; i++) {
 		struct loop_window w, ref;
-		bool special = next < nspecial && special_at[next] == i, checked;
+		bool special = next < nspecial && special_at[next] == i, checked, kept;
 		enum timing_stop stop;
 		int slot;
 
@@ -457,10 +538,11 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 		slot = (int)(s.turn++ % (unsigned long)nsets);
 		if ((rc = window(&s, slot, special ? next : LOOP_NORMAL, LOOP_SEND_CALL, &w, f)))
 			goto out;
-		if ((rc = check_after(&s, i, slot, special ? next : -1, &checked, f)))
+		if ((rc = check_after(&s, i, slot, special ? next : -1, &checked, &kept, f)))
 			goto out;
-		/* settle() runs none when settle_calls is 0 */
-		settle_due = checked && (p->settle_ms > 0 || w.window_s * 1e3 < p->settle_below_ms);
+		/* settle() runs none when settle_calls is 0; a kept call paused nothing */
+		settle_due = checked && !kept &&
+			     (p->settle_ms > 0 || w.window_s * 1e3 < p->settle_below_ms);
 		/* The reference window, prepared like a call (that prepare perturbs the set once
 		 * more, as the next call on it would anyway). */
 		if (L->ops.has_ref && (rc = window(&s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f)))
@@ -498,6 +580,7 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 	rc = conclude(&s, f);
 out:
 	free(special_at);
+	free(s.kept);
 	stats_running_free(&run);
 	return rc;
 }

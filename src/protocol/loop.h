@@ -15,7 +15,9 @@
  * candidate code is loaded: their median claim (ev0) is subtracted from every later claim. With
  * a reference process (loop_ops.has_ref) every timed window is paired with an empty window of the
  * reference right after it, less their offset calibrated before load; without one, the median
- * calibration window (E0) is subtracted. Every window is prepared like a call. Diagnostics:
+ * calibration window (E0) is subtracted. Every window is prepared like a call. A checked call
+ * may be kept instead (ops.keep, protocol defer_checks_mb): copied at once, judged after the
+ * last timed call (ops.check_kept), with no settling after it. Diagnostics:
  * CUDA_AGENT_LOOP_TRACE=FILE appends one line per window.
  *
  * Ownership: loop_result owns its arrays and the `checks` JSON (loop_result_free). */
@@ -35,6 +37,7 @@
 
 #define LOOP_NORMAL (-1) /* prepare: perturb the set in place */
 #define LOOP_FINAL  (-2) /* prepare: place the final (fresh) set */
+enum loop_keep { LOOP_KEEP_WRONG = 0, LOOP_KEPT = 1, LOOP_KEEP_FULL = 2 };
 #define LOOP_CALIBRATION_RUNS 31
 #define LOOP_CALIBRATION_WARM 24 /* untimed empty windows first (a new process is slow) */
 #define LOOP_REF_MIN_PAIRS 32   /* timed calls before the outside bound can be settled */
@@ -77,6 +80,15 @@ struct loop_ops {
 	 * 1 correct, 0 wrong (detail says how: "message", and "code" when more specific than a
 	 * wrong output such as verify.input_modified), negative on failure (f). */
 	int (*check)(void *ctx, int input, int special, json_t *detail, struct loop_fail *f);
+	/* Optional (with check; NULL: every check at once): keep the call just made on inputs[input]
+	 * as number `kept` (0, 1, ... in each loop) to be judged after the timed loop
+	 * (p->defer_checks_mb). What can be judged at once is (an input or parameter modified:
+	 * LOOP_KEEP_WRONG, detail filled as by check); the outputs and inputs are then copied
+	 * where the callee cannot reach them, without waiting for the copy (LOOP_KEPT), or do not
+	 * fit (LOOP_KEEP_FULL: the loop checks the call at once). Negative on failure (f). */
+	int (*keep)(void *ctx, int input, int kept, json_t *detail, struct loop_fail *f);
+	/* Judges kept call number `kept` as check would have judged it when it was kept. */
+	int (*check_kept)(void *ctx, int kept, json_t *detail, struct loop_fail *f);
 	bool can_audit; /* a warm-up call may be sent as LOOP_SEND_AUDIT */
 	/* send/wait also take LOOP_SEND_REF: an empty call to a reference process that runs no
 	 * candidate code (a twin of the callee's process, started from the same trusted binary).
@@ -144,6 +156,7 @@ struct loop_result {
 	const char *stop_reason; /* "converged", "budget", "max_samples" */
 	bool budget_exhausted;
 	int special_checks, spot_checks, checks_failed;
+	int deferred_checks; /* checked calls kept and judged after the loop (keep) */
 	int settle_calls;    /* calls run after checks, neither sampled nor checked */
 	bool final_done;
 	bool paired;         /* outside bounds are paired with reference windows */

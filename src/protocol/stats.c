@@ -217,7 +217,8 @@ void timing_protocol_defaults(struct timing_protocol *p)
 	p->hold_python_us = 400.0;
 	p->settle_calls = 3;
 	p->settle_below_ms = 5.0;
-	p->settle_ms = 0.0;
+	p->settle_ms = 10.0;
+	p->defer_checks_mb = 4096.0;
 }
 
 static int get_int(const json_t *obj, const char *key, int lo, int hi, int *out,
@@ -293,7 +294,9 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 	    (rc = get_int(obj, "settle_calls", 0, TIMING_MAX_SETTLE_CALLS, &p->settle_calls, d)) ||
 	    (rc = get_num(obj, "settle_below_ms", 0.0, TIMING_MAX_SETTLE_BELOW_MS, true,
 			  &p->settle_below_ms, d)) ||
-	    (rc = get_num(obj, "settle_ms", 0.0, TIMING_MAX_SETTLE_MS, false, &p->settle_ms, d)))
+	    (rc = get_num(obj, "settle_ms", 0.0, TIMING_MAX_SETTLE_MS, false, &p->settle_ms, d)) ||
+	    (rc = get_num(obj, "defer_checks_mb", 0.0, TIMING_MAX_DEFER_CHECKS_MB, false,
+			  &p->defer_checks_mb, d)))
 		return rc;
 	if (p->min_samples > p->max_samples)
 		return ca_fail(d, CA_ERR_INVALID,
@@ -310,7 +313,7 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 json_t *timing_protocol_to_json(const struct timing_protocol *p)
 {
 	return json_pack("{s:i, s:i, s:f, s:i, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, "
-			 "s:f, s:i, s:f, s:f}",
+			 "s:f, s:i, s:f, s:f, s:f}",
 			 "version", p->version, "warmup_min_calls", p->warmup_min_calls,
 			 "warmup_min_ms", p->warmup_min_ms, "min_samples", p->min_samples,
 			 "max_samples", p->max_samples, "target_rse", p->target_rse, "budget_s",
@@ -318,7 +321,8 @@ json_t *timing_protocol_to_json(const struct timing_protocol *p)
 			 p->perturb_scale, "checks", p->checks, "spot_density", p->spot_density,
 			 "tol_abs_us", p->tol_abs_us, "tol_rel", p->tol_rel, "hold_us", p->hold_us,
 			 "hold_python_us", p->hold_python_us, "settle_calls", p->settle_calls,
-			 "settle_below_ms", p->settle_below_ms, "settle_ms", p->settle_ms);
+			 "settle_below_ms", p->settle_below_ms, "settle_ms", p->settle_ms,
+			 "defer_checks_mb", p->defer_checks_mb);
 }
 
 /* ---- the stopping rule ------------------------------------------------------------------------- */

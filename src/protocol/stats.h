@@ -70,9 +70,11 @@ void stats_running_free(struct stats_running *r);
 
 /* ---- the protocol object ---------------------------------------------------------------------- */
 
-#define TIMING_PROTOCOL_VERSION 6 /* 5: the median's standard error from robust sigma; 6: three
+#define TIMING_PROTOCOL_VERSION 7 /* 5: the median's standard error from robust sigma; 6: three
 				   * settling calls after each checked call shorter
-				   * than settle_below_ms */
+				   * than settle_below_ms; 7: checks kept for after
+				   * the loop (defer_checks_mb), settling after the
+				   * others for settle_ms (10), at most three */
 #define TIMING_MAX_SAMPLES 100000
 #define TIMING_MAX_CHECKS 1000
 #define TIMING_MAX_WARMUP_CALLS 100000
@@ -87,6 +89,7 @@ void stats_running_free(struct stats_running *r);
 #define TIMING_MAX_SETTLE_CALLS 16
 #define TIMING_MAX_SETTLE_BELOW_MS 600000.0
 #define TIMING_MAX_SETTLE_MS 1000.0
+#define TIMING_MAX_DEFER_CHECKS_MB 65536.0
 
 struct timing_protocol {
 	int version;
@@ -110,25 +113,29 @@ struct timing_protocol {
 	 * the command to the call's last launch. */
 	double hold_us;
 	double hold_python_us;
-	/* After each checked timed call (not the final one), this many calls driven exactly like
-	 * timed ones (the call's window, then the reference's) that are neither sampled nor
-	 * checked (docs/protocol.md, "After a checked call"). Default 3; 0: none. Only after a
-	 * checked call whose window was shorter than settle_below_ms (default 5), a threshold set
-	 * when the excess was taken for a constant ~27 us; it is ~15 % of the kernel for ~8 ms
-	 * after the check (docs/protocol.md), which settle_ms follows. */
+	/* After each checked timed call (not the final one), up to this many calls driven exactly
+	 * like timed ones (the call's window, then the reference's) that are neither sampled nor
+	 * checked (docs/protocol.md, "After a checked call"). Default 3; 0: none. */
 	int settle_calls;
+	/* Protocol 6's rule, used only when settle_ms is 0: settle_calls calls after each checked
+	 * call whose window was shorter than this (default 5), a threshold set when the excess was
+	 * taken for a constant ~27 us; it is ~15 % of the kernel for ~8 ms after the check. */
 	double settle_below_ms;
-	/* When > 0: settling follows every checked timed call whatever its window
-	 * (settle_below_ms is not used), and stops once this many milliseconds have passed since
-	 * the first settling call began: at least one call, at most settle_calls. 0 (default):
-	 * settle_calls calls after checked calls shorter than settle_below_ms. */
+	/* When > 0 (default 10): settling follows every checked timed call whatever its window,
+	 * and stops once this many milliseconds have passed since the first settling call began:
+	 * at least one call, at most settle_calls. */
 	double settle_ms;
+	/* When > 0 (default 4096): a checked timed call's outputs and inputs are copied at once,
+	 * on the GPU, into a buffer of the supervisor's of at most this many MiB, and judged after
+	 * the timed loop, so that no check pauses the loop (and no settling follows it); a checked
+	 * call that does not fit is judged at once, as with 0 (docs/protocol.md, "Kept checks"). */
+	double defer_checks_mb;
 };
 
 /* The defaults of docs/protocol.md: 3 calls / 25 ms warm-up, 10..2000 samples, RSE 0.5%, 2 s,
  * flush 2x L2, perturbation 0.5, 2 special checks, spot density 6, tolerance 3 us / 3%, holds
- * of 100 us (native) and 400 us (Python), 3 settling calls after each checked call
- * whose window was under 5 ms. */
+ * of 100 us (native) and 400 us (Python), checked calls kept for after the loop in up to
+ * 4096 MiB, and for checks made at once, settling calls after them for 10 ms (1 to 3). */
 void timing_protocol_defaults(struct timing_protocol *p);
 /* Parses the protocol object. Absent keys keep their defaults; unknown keys are ignored; present
  * keys must have the right type and lie in range (caps above, min_samples <= max_samples,

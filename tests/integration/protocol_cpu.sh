@@ -26,6 +26,7 @@ cp "$tmp/honest" "$tmp/out"
 # (the result's numbers have 9 significant digits: the rule is checked to that precision)
 field "honest: correct, timed, decided by the sample rule" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["timing"]["candidate"]["samples"] >= 10 and (lambda t: abs(t["median_ms"] - (t["claims_median_ms"] if t["bound"] == "claims" else t["outside_ms"] - t["tol_ms"])) < 1e-7 * max(1.0, t["median_ms"]) and t["median_ms"] >= t["claims_median_ms"])(r["timing"]["candidate"])'
 field "honest: special, spot and final checks all passed" 'r["timing"]["checks"]["special"] == 2 and r["timing"]["checks"]["spot"] >= 1 and r["timing"]["checks"]["final"] is True and r["timing"]["checks"]["failed"] == 0'
+field "honest: protocol 7 by default, every timed check kept for after the loop, none settled" '(lambda c, p: p["version"] == 7 and p["settle_ms"] == 10 and p["settle_calls"] == 3 and p["defer_checks_mb"] == 4096 and c["deferred"] == c["special"] + c["spot"] and c["settle_calls"] == 0)(r["timing"]["checks"], r["timing"]["protocol"])'
 field "honest: calibrated before load, both baselines through the loop" 'r["timing"]["candidate"]["window_overhead_ms"] > 0 and r["timing"]["eager"]["samples"] >= 10 and r["timing"]["compile"]["samples"] >= 10'
 field "baselines record what they depend on" 'r["timing"]["eager"]["settings"]["torch"] and "inductor" not in r["timing"]["eager"]["settings"] and r["timing"]["compile"]["settings"]["compile_mode"] == "default" and "max_autotune" in r["timing"]["compile"]["settings"]["inductor"]'
 field "honest: five trials, the isolation report" 'len(r["trials"]) == 5 and all(t["ok"] for t in r["trials"]) and r["isolation"]["separate_process"] is True'
@@ -57,20 +58,33 @@ field "pinned: the CPU is named, the candidate still judged" 'isinstance(r["env"
 # --settle-calls (docs/protocol.md, "After a checked call"): after each checked timed call that
 # another follows, N calls neither sampled nor checked; the checks and the verdicts as without.
 run "eval --settle-calls 2" 1 "$cli" eval --device cpu --budget 0.3 --trials 2 --settle-calls 2 \
-  --settle-below-ms 600000 --json "$data/task" "$data/honest.py" "$data/skip_after.py"
+  --defer-checks-mb 0 --settle-ms 0 --settle-below-ms 600000 --json "$data/task" "$data/honest.py" "$data/skip_after.py"
 sed -n 2p "$tmp/out" >"$tmp/skip"; sed -i 1q "$tmp/out"
 field "settle: two per check that a timed call follows, the protocol says so, still judged" 'r["reason"]["code"] == "ok" and r["timing"]["checks"]["settle_calls"] == 2 * sum(1 for c in r["timing"]["checks"]["calls"] if isinstance(c["call"], int) and c["call"] + 1 < r["timing"]["candidate"]["samples"]) > 0 and r["timing"]["protocol"]["settle_calls"] == 2 and r["timing"]["protocol"]["settle_below_ms"] == 600000 and r["timing"]["protocol"]["hold_us"] == 100 and r["timing"]["protocol"]["settle_ms"] == 0'
 cp "$tmp/skip" "$tmp/out"
 field "settle: skipping after the first calls still caught" 'r["reason"]["code"] in ("hack.inconsistent_output", "hack.final_mismatch") and r["reward"] == -1'
 run "--settle-calls out of range" 2 "$cli" eval --settle-calls 17 "$data/task" "$data/honest.py"
-run "eval --settle-below-ms 0.001" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
-  --settle-below-ms 0.001 --hold-us 250 --json "$data/task" "$data/honest.py"
+run "eval --settle-ms 0 --settle-below-ms 0.001" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
+  --defer-checks-mb 0 --settle-ms 0 --settle-below-ms 0.001 --hold-us 250 --json "$data/task" "$data/honest.py"
 field "settle: none after checked calls longer than settle_below_ms; the options recorded" 'r["reason"]["code"] == "ok" and r["timing"]["checks"]["settle_calls"] == 0 and len(r["timing"]["checks"]["calls"]) > 1 and r["timing"]["protocol"]["settle_below_ms"] == 0.001 and r["timing"]["protocol"]["settle_calls"] == 3 and r["timing"]["protocol"]["settle_ms"] == 0 and r["timing"]["protocol"]["hold_us"] == 250'
 run "--settle-below-ms out of range" 2 "$cli" eval --settle-below-ms 0 "$data/task" "$data/honest.py"
 run "eval --settle-ms 0.001 --settle-below-ms 0.001" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
-  --settle-below-ms 0.001 --settle-ms 0.001 --json "$data/task" "$data/honest.py"
+  --defer-checks-mb 0 --settle-below-ms 0.001 --settle-ms 0.001 --json "$data/task" "$data/honest.py"
 field "settle_ms: one settling call after every checked call that another follows, whatever its window" 'r["reason"]["code"] == "ok" and r["timing"]["checks"]["settle_calls"] == sum(1 for c in r["timing"]["checks"]["calls"] if isinstance(c["call"], int) and c["call"] + 1 < r["timing"]["candidate"]["samples"]) > 0 and r["timing"]["protocol"]["settle_ms"] == 0.001'
 run "--settle-ms out of range" 2 "$cli" eval --settle-ms 1001 "$data/task" "$data/honest.py"
+
+# --defer-checks-mb (docs/protocol.md, "Kept checks"): a checked timed call's inputs and outputs
+# copied at once and judged after the loop, with no settling after it; the verdicts as before.
+run "eval --defer-checks-mb 64" 1 "$cli" eval --device cpu --budget 0.3 --trials 2 \
+  --defer-checks-mb 64 --settle-below-ms 600000 --json "$data/task" "$data/honest.py" \
+  "$data/skip_after.py" "$data/modify_input.py"
+sed -n 2p "$tmp/out" >"$tmp/skip"; sed -n 3p "$tmp/out" >"$tmp/modify"; sed -i 1q "$tmp/out"
+field "deferred: every timed check kept and judged after the loop, none settled" '(lambda c: r["reason"]["code"] == "ok" and c["failed"] == 0 and c["settle_calls"] == 0 and c["deferred"] == sum(1 for x in c["calls"] if isinstance(x["call"], int)) >= 3 and all((x.get("deferred") is True) == (x["call"] != "final") and x["ok"] for x in c["calls"]) and c["calls"][-1]["call"] == "final" and r["timing"]["protocol"]["defer_checks_mb"] == 64)(r["timing"]["checks"])'
+cp "$tmp/skip" "$tmp/out"
+field "deferred: skipping after the first calls still caught" 'r["reason"]["code"] in ("hack.inconsistent_output", "hack.final_mismatch") and r["reward"] == -1'
+cp "$tmp/modify" "$tmp/out"
+field "deferred: an input written by a checked call caught when the call is kept" 'r["reason"]["code"] == "verify.input_modified" and r["reward"] == -1'
+run "--defer-checks-mb out of range" 2 "$cli" eval --defer-checks-mb 65537 "$data/task" "$data/honest.py"
 run "--hold-us out of range" 2 "$cli" eval --hold-us -1 "$data/task" "$data/honest.py"
 
 # Decisions at the thresholds (docs/evaluation.md): forced here, as CPU times decide nothing.

@@ -176,6 +176,9 @@ struct harness {
 	int checks, wrong;
 	int calls; /* `call` commands sent to the candidate's process */
 	int refs;  /* reference windows in the timed loop (from loop_time on) */
+	/* kept checks (keep_cap > 0): copies of the set and the outputs, N_ELEMS floats each */
+	struct device_buffer kept;
+	int keep_cap, kept_input[64], kept_calls;
 };
 
 static int h_prepare(void *ctx, int input, int special, uint64_t seed, struct loop_fail *f)
@@ -242,6 +245,47 @@ static int h_check(void *ctx, int input, int special, json_t *detail, struct loo
 	return 1;
 }
 
+/* keep: copies the call's set and outputs (the device's buffer, as eval/data.c) while there is
+ * room */
+/* Copies set `input` and the outputs to (to_buffer) or from kept copy `kept`. */
+static int h_copy(struct harness *h, int input, int kept, bool to_buffer, struct loop_fail *f)
+{
+	struct ca_diag d = {{0}};
+	const size_t n = N_ELEMS * sizeof(float), at = 2 * n * (size_t)kept;
+	if (device_buffer_copy(&h->dev, &h->in[input], 0, &h->kept, at, n, to_buffer, &d) ||
+	    device_buffer_copy(&h->dev, &h->out, 0, &h->kept, at + n, n, to_buffer, &d)) {
+		loop_fail_set(f, "env.gpu", "%s", d.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int h_keep(void *ctx, int input, int kept, json_t *detail, struct loop_fail *f)
+{
+	struct harness *h = ctx;
+	struct ca_diag d = {{0}};
+	(void)detail;
+	if (kept >= h->keep_cap)
+		return LOOP_KEEP_FULL;
+	if (!h->kept.bytes)
+		assert_int_equal(device_buffer_alloc(&h->dev,
+						     2 * N_ELEMS * sizeof(float) * (size_t)h->keep_cap,
+						     0, &h->kept, &d),
+				 0);
+	if (h_copy(h, input, kept, true, f))
+		return -1;
+	h->kept_input[kept] = input;
+	h->kept_calls++;
+	return LOOP_KEPT;
+}
+
+static int h_check_kept(void *ctx, int kept, json_t *detail, struct loop_fail *f)
+{
+	struct harness *h = ctx;
+	int input = h->kept_input[kept];
+	return h_copy(h, input, kept, false, f) ? -1 : h_check(ctx, input, LOOP_NORMAL, detail, f);
+}
+
 /* Forks a scripted process in mode m on the harness's slots. */
 static void fork_scripted(struct harness *h, enum mode m, struct ca_child *child)
 {
@@ -299,7 +343,8 @@ static void start(struct harness *h, enum mode m, bool with_ref)
 		h->has_ref = true;
 	}
 	h->L.ops = (struct loop_ops){.ctx = h, .prepare = h_prepare, .send = h_send,
-				     .wait = h_wait, .check = h_check, .has_ref = with_ref};
+				     .wait = h_wait, .check = h_check, .keep = h_keep,
+				     .check_kept = h_check_kept, .has_ref = with_ref};
 	h->L.dev = &h->dev;
 }
 
@@ -319,6 +364,7 @@ static void stop(struct harness *h)
 	device_slot_unmap(&h->out);
 	for (int i = 0; i <= N_SETS; i++)
 		close(h->fds[i]);
+	device_buffer_free(&h->dev, &h->kept);
 	device_close(&h->dev);
 }
 
@@ -328,6 +374,9 @@ static int settle_calls = -1;
 /* The harness's calls take WORK_MS (20 ms), above the default's 5 ms: settle after them */
 static double settle_below_ms = 1e4;
 static double settle_ms = 0;
+/* The protocol's defer_checks_mb, and how many copies the harness has room for */
+static double defer_checks_mb = 0;
+static int keep_cap = 0;
 
 static struct timing_protocol protocol(void)
 {
@@ -337,6 +386,7 @@ static struct timing_protocol protocol(void)
 		p.settle_calls = settle_calls;
 	p.settle_below_ms = settle_below_ms;
 	p.settle_ms = settle_ms;
+	p.defer_checks_mb = defer_checks_mb;
 	p.warmup_min_calls = 3;
 	p.warmup_min_ms = 5;
 	p.min_samples = 16;
@@ -359,6 +409,7 @@ static int run_with(struct harness *h, enum mode m, bool with_ref, struct loop_r
 	int rc;
 
 	start(h, m, with_ref);
+	h->keep_cap = keep_cap;
 	memset(r, 0, sizeof *r);
 	if ((rc = cand_proc_hello(&h->proc, f)) || (rc = loop_calibrate(&h->L, 11, f)) ||
 	    (rc = cand_proc_command(&h->proc, WIRE_CMD_LOAD, NULL, &ans, f)))
@@ -620,6 +671,77 @@ static void test_settle_calls(void **state)
 	stop(&h);
 	settle_below_ms = 1e4;
 	settle_calls = -1;
+}
+
+/* Checks kept for after the loop (defer_checks_mb): every checked timed call is copied at once
+ * and judged after the last timed call, before the final one; none is followed by settling
+ * calls; the verdicts are those of checks made at once, so the liars that checks catch are
+ * caught. A call that finds no room is checked at once and settled after, as without. */
+static void test_deferred_checks(void **state)
+{
+	static const enum mode liars[] = {SKIP_AFTER, LATE_WRITE, CACHE_BUFFER};
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	size_t i;
+	json_t *c;
+	int deferred = 0;
+	(void)state;
+	defer_checks_mb = 1;
+	keep_cap = 64;
+	if (run_with(&h, HONEST, true, &r, &f) != 0)
+		print_message("honest (deferred) failed: %s: %s\n", f.code, f.message);
+	assert_string_equal(f.code, "");
+	assert_true(r.special_checks == 2 && r.spot_checks >= 3);
+	assert_int_equal(r.deferred_checks, r.special_checks + r.spot_checks);
+	assert_int_equal(h.kept_calls, r.deferred_checks);
+	assert_int_equal(r.settle_calls, 0); /* settling follows only checks made at once */
+	assert_int_equal(h.calls, r.warmup_calls + (int)r.n + 1);
+	/* judged after the loop, in call order, and the final call last, at once */
+	json_array_foreach(r.checks, i, c) {
+		bool final = json_is_string(json_object_get(c, "call"));
+		assert_true(json_is_true(json_object_get(c, "ok")));
+		assert_int_equal(json_is_true(json_object_get(c, "deferred")), !final);
+		assert_int_equal(final, i + 1 == json_array_size(r.checks));
+		deferred += !final;
+	}
+	assert_int_equal(deferred, r.deferred_checks);
+	assert_int_equal(h.checks, r.deferred_checks + 1);
+	assert_false(r.verdict.tampering);
+	assert_true(r.verdict.median_ms > 0.8 * WORK_MS && r.verdict.median_ms < 2 * WORK_MS);
+	loop_result_free(&r);
+	stop(&h);
+
+	for (size_t k = 0; k < sizeof liars / sizeof liars[0]; k++) {
+		memset(&f, 0, sizeof f);
+		assert_int_not_equal(run_with(&h, liars[k], true, &r, &f), 0);
+		assert_true(strcmp(f.code, "hack.inconsistent_output") == 0 ||
+			    strcmp(f.code, "hack.final_mismatch") == 0);
+		assert_true(h.wrong >= 1);
+		loop_result_free(&r);
+		stop(&h);
+	}
+
+	/* room for two: those two kept, the rest checked at once and settled after */
+	memset(&f, 0, sizeof f);
+	keep_cap = 2;
+	assert_int_equal(run_with(&h, HONEST, true, &r, &f), 0);
+	assert_int_equal(r.deferred_checks, 2);
+	{
+		size_t settled = 0;
+		json_array_foreach(r.checks, i, c) {
+			json_t *at = json_object_get(c, "call");
+			if (!json_is_true(json_object_get(c, "deferred")) && json_is_integer(at) &&
+			    (size_t)json_integer_value(at) + 1 < r.n)
+				settled++;
+		}
+		assert_true(settled >= 1);
+		assert_int_equal(r.settle_calls, 3 * (int)settled);
+	}
+	loop_result_free(&r);
+	stop(&h);
+	defer_checks_mb = 0;
+	keep_cap = 0;
 }
 
 static void test_paired_lie_is_tampering(void **state)
@@ -957,6 +1079,7 @@ int main(void)
 		cmocka_unit_test(test_sample_rule_paired_and_trusted),
 		cmocka_unit_test(test_paired_honest_passes),
 		cmocka_unit_test(test_settle_calls),
+		cmocka_unit_test(test_deferred_checks),
 		cmocka_unit_test(test_paired_lie_is_tampering),
 		cmocka_unit_test(test_code_allowlist),
 		cmocka_unit_test(test_honest_passes),

@@ -208,6 +208,7 @@ static void assert_protocol_equal(const struct timing_protocol *a, const struct 
 	assert_int_equal(a->settle_calls, b->settle_calls);
 	assert_true(a->settle_below_ms == b->settle_below_ms);
 	assert_true(a->settle_ms == b->settle_ms);
+	assert_true(a->defer_checks_mb == b->defer_checks_mb);
 }
 
 static void test_protocol_parse(void **state)
@@ -216,14 +217,14 @@ static void test_protocol_parse(void **state)
 	struct timing_protocol p, def;
 	struct ca_diag d;
 
-	assert_int_equal(parse("{\"version\": 6, \"warmup_min_calls\": 5, \"warmup_min_ms\": 30,"
+	assert_int_equal(parse("{\"version\": 7, \"warmup_min_calls\": 5, \"warmup_min_ms\": 30,"
 			       " \"min_samples\": 20, \"max_samples\": 500, \"target_rse\": 0.01,"
 			       " \"budget_s\": 1.5, \"l2_flush_factor\": 3, \"perturb_scale\": 0.001,"
 			       " \"checks\": 4, \"spot_density\": 8, \"tol_abs_us\": 2.5,"
 			       " \"tol_rel\": 0.02, \"future_key\": [1]}",
 			       &p, &d),
 			 0);
-	assert_int_equal(p.version, 6);
+	assert_int_equal(p.version, TIMING_PROTOCOL_VERSION);
 	assert_true(p.spot_density == 8.0);
 	assert_true(p.tol_abs_us == 2.5);
 	assert_true(p.tol_rel == 0.02);
@@ -247,7 +248,8 @@ static void test_protocol_parse(void **state)
 	assert_true(def.perturb_scale == 0.5);
 	assert_int_equal(def.settle_calls, 3);
 	assert_true(def.settle_below_ms == 5.0);
-	assert_true(def.settle_ms == 0.0);
+	assert_true(def.settle_ms == 10.0);
+	assert_true(def.defer_checks_mb == 4096.0);
 }
 
 static void test_protocol_rejects(void **state)
@@ -286,6 +288,12 @@ static void test_protocol_rejects(void **state)
 	assert_int_equal(parse("{\"settle_ms\": \"8\"}", &p, &d), CA_ERR_PARSE);
 	assert_int_equal(parse("{\"settle_ms\": 8}", &p, &d), 0);
 	assert_true(p.settle_ms == 8.0);
+	assert_int_equal(parse("{\"defer_checks_mb\": -1}", &p, &d), CA_ERR_INVALID);
+	assert_int_equal(parse("{\"defer_checks_mb\": 65537}", &p, &d), CA_ERR_LIMIT);
+	assert_int_equal(parse("{\"defer_checks_mb\": true}", &p, &d), CA_ERR_PARSE);
+	assert_non_null(strstr(d.msg, "defer_checks_mb"));
+	assert_int_equal(parse("{\"defer_checks_mb\": 256}", &p, &d), 0);
+	assert_true(p.defer_checks_mb == 256.0);
 }
 
 static void test_protocol_roundtrip(void **state)
@@ -302,6 +310,7 @@ static void test_protocol_roundtrip(void **state)
 	p.settle_calls = 5;
 	p.settle_below_ms = 7.5;
 	p.settle_ms = 12.5;
+	p.defer_checks_mb = 96.5;
 	j = timing_protocol_to_json(&p);
 	assert_non_null(j);
 	assert_int_equal(timing_protocol_from_json(&q, j, &d), 0);
