@@ -416,11 +416,11 @@ static int check_after(struct state *s, size_t i, int slot, int special, bool *c
 			 special >= 0 ? "special" : "spot", f);
 }
 
-/* After a checked call whose window was shorter than p->settle_below_ms (after every checked
- * call when p->settle_ms is set): p->settle_calls calls driven like timed ones, on the next
- * slots, with their reference windows, but neither sampled nor checked; with p->settle_ms, no
- * more once that long has passed since the first began (docs/protocol.md, "After a checked
- * call"). */
+/* After a call checked at once (not kept): with p->settle_ms (the default), calls driven like
+ * timed ones, on the next slots, with their reference windows, but neither sampled nor checked,
+ * until that long has passed since the first began, at least one, at most p->settle_calls;
+ * with p->settle_ms 0 (protocol 6), p->settle_calls of them after calls whose window was
+ * shorter than p->settle_below_ms (docs/protocol.md, "After a checked call"). */
 static int settle(struct state *s, struct loop_fail *f)
 {
 	double t0 = ca_now();
