@@ -207,6 +207,7 @@ struct state {
 	struct loop_result *r;
 	struct loop_kept *kept;
 	size_t nkept, kept_cap;
+	bool kept_judged; /* check_kept ran (it runs once) */
 };
 
 /* A window on inputs[slot] (normal, special or final), prepared with a fresh random draw. */
@@ -325,6 +326,7 @@ static int keep_check(struct state *s, int slot, size_t index, const char *kind,
 /* Judges the kept calls in the order they were made; the first wrong one fails. */
 static int check_kept(struct state *s, struct loop_fail *f)
 {
+	s->kept_judged = true;
 	for (size_t k = 0; k < s->nkept; k++) {
 		json_t *detail = json_object();
 		double t0 = ca_now();
@@ -579,6 +581,17 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 
 	rc = conclude(&s, f);
 out:
+	/* A failure after kept calls (the candidate's process died, a later call failed, the
+	 * environment failed): the kept calls are judged first, as checks made at once would have
+	 * been before it, and a wrong one is the reason. So a candidate cannot escape a kept check
+	 * by failing later, or by making the evaluation fail for a reason that judges nobody. */
+	if (rc && s.nkept > 0 && !s.kept_judged) {
+		struct loop_fail kf = {0};
+		if (check_kept(&s, &kf) == CA_ERR_REJECTED) {
+			*f = kf;
+			rc = CA_ERR_REJECTED;
+		}
+	}
 	free(special_at);
 	free(s.kept);
 	stats_running_free(&run);

@@ -51,6 +51,7 @@ enum mode {
 	EXTRA_EVENT,    /* sends a second answer */
 	BLAME_ENV,      /* reports its failure as the environment's */
 	SLOW_EMPTY,     /* inflates the calibration: harmless, it is done before load */
+	SKIP_THEN_DIE,  /* as SKIP_AFTER, then exits at its 31st call, before the loop ends */
 };
 
 /* ---- the scripted candidate process ------------------------------------------------------------ */
@@ -119,6 +120,8 @@ static void candidate_main(enum mode m, int cmd_fd, int ev_fd, float **inputs, f
 			} else if (strcmp(name, "call") == 0 && loaded) {
 				calls++;
 				t0 = ca_now();
+				if (m == SKIP_THEN_DIE && calls > 30)
+					_exit(7);
 				if (m == BLAME_ENV && calls > 5) {
 					say(ev_fd, "{\"event\": \"failed\", \"code\": \"env.bridge\", "
 						   "\"message\": \"not my fault\"}");
@@ -134,7 +137,7 @@ static void candidate_main(enum mode m, int cmd_fd, int ev_fd, float **inputs, f
 				}
 				if (m == CACHE_BUFFER && cache[input]) {
 					memcpy(outputs, cache[input], sizeof(float) * N_ELEMS);
-				} else if (!(m == SKIP_AFTER && calls > 12)) {
+				} else if (!((m == SKIP_AFTER || m == SKIP_THEN_DIE) && calls > 12)) {
 					busy(WORK_MS);
 					compute(inputs[input], outputs);
 					if (m == CACHE_BUFFER) {
@@ -721,6 +724,16 @@ static void test_deferred_checks(void **state)
 		loop_result_free(&r);
 		stop(&h);
 	}
+
+	/* wrong outputs in kept calls, then the process dies before the loop ends: the kept calls
+	 * are still judged, and the wrong output is the reason, as a check made at once would have
+	 * found it before the death */
+	memset(&f, 0, sizeof f);
+	assert_int_not_equal(run_with(&h, SKIP_THEN_DIE, true, &r, &f), 0);
+	assert_string_equal(f.code, "hack.inconsistent_output");
+	assert_true(r.deferred_checks >= 1 && h.wrong >= 1 && !r.final_done);
+	loop_result_free(&r);
+	stop(&h);
 
 	/* room for two: those two kept, the rest checked at once and settled after */
 	memset(&f, 0, sizeof f);
