@@ -215,7 +215,7 @@ int data_ready(struct run *r, int input, bool flush);
 int data_check(struct run *r, int input, json_t *entry);
 /* The loop's view of the candidate's data (prepare, check, keep, check_kept). */
 void data_loop_ops(struct run *r, struct loop_ops *ops);
-/* Before the candidate's timed loop: the buffer for its kept checks (protocol defer_checks_mb),
+/* Before the candidate's timed loop, after its set-up: the buffer for its kept checks (protocol defer_checks_mb),
  * as many copies as the loop is likely to check, within that cap and leaving an eighth of the
  * GPU's memory free; none when not even one fits. -1 (reason set) only on a GPU error. */
 int data_keep_reserve(struct run *r);

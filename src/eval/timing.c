@@ -87,12 +87,15 @@ int step_time_candidate(struct run *r)
 	double t0 = ca_now();
 	int rc;
 
-	if (timing_fill_rotation(r) || data_keep_reserve(r))
+	if (timing_fill_rotation(r))
 		return -1;
 	if (cand_proc_command(&r->proc, WIRE_CMD_SETUP, NULL, &ans, &f)) {
 		reason_from_fail(r, &f);
 		return -1;
 	}
+	/* after the candidate's set-up: what it allocates there comes first */
+	if (data_keep_reserve(r))
+		return -1;
 	cand_loop_audit_phase("timing");
 	rc = loop_time(&r->loop, &r->o->protocol.timing, r->data.ninputs, r->loop_seed, &r->timing,
 		       &f);
