@@ -12,9 +12,10 @@ Measures, on the machine it runs on (printed first):
     its true time);
   - iteration (issue 18): p50 and p90, total and by step, over --iterations (20) warm
     evaluations with nvcc run each time, of a cuBLAS GEMM candidate, of a small kernel, and of the
-    small kernel's verification alone; each also with plain nvcc (its steps not split, one at a
-    time) and the processes started after the build (CUDA_AGENT_NVCC_THREADS=1,
-    CUDA_AGENT_NVCC_SPLIT=0, CUDA_AGENT_START_AFTER_BUILD=1), the two alternating.
+    small kernel's verification alone; each also without the precompiled host header
+    (CUDA_AGENT_HOST_PCH=0, src/build/host_pch.h) and with plain nvcc (its steps not split, one
+    at a time) and the processes started after the build (CUDA_AGENT_NVCC_THREADS=1,
+    CUDA_AGENT_NVCC_SPLIT=0, CUDA_AGENT_START_AFTER_BUILD=1), the three alternating.
 Writes every raw number to bench.json (in $OUT if set) and prints a table.
 """
 from __future__ import annotations
@@ -51,9 +52,11 @@ ITERATION_CASES = (("cuBLAS GEMM, full evaluation", GEMM_TASK, GEMM_SOL, False,
                     "<= 1.5 s, build <= 1.2 s"),
                    ("small kernel, full evaluation", SMALL_TASK, SMALL_SOL, False, "<= 1.0 s"),
                    ("small kernel, verify", SMALL_TASK, SMALL_SOL, True, "<= 0.8 s"))
-# Side by side: the current build and start, and plain nvcc (one phase at a time) with the
-# processes started after the build, as before issues 12 and 18.
+# Side by side: the current build and start, the same without the precompiled host header, and
+# plain nvcc (one phase at a time) with the processes started after the build, as before issues
+# 12 and 18.
 ITERATION_MODES: tuple[tuple[str, dict[str, str]], ...] = (("now", {}),
+                   ("no host pch", {"CUDA_AGENT_HOST_PCH": "0"}),
                    ("plain nvcc, start after build",
                     {"CUDA_AGENT_NVCC_THREADS": "1", "CUDA_AGENT_NVCC_SPLIT": "0",
                      "CUDA_AGENT_START_AFTER_BUILD": "1"}))

@@ -2,6 +2,8 @@
  * says why the output is nvcc's own). */
 #include "build/nvcc_split.h"
 
+#include "build/host_pch.h"
+
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -425,8 +427,27 @@ out:
 	return ok;
 }
 
-int nvcc_split_run(const char *const *argv, const char *src_abs, const char *tag_dir,
-		   double timeout_s, struct ca_run_result *rr, bool *predicted)
+/* Step 5: the host compile, with the toolkit's part of the unit precompiled (build/host_pch.h). */
+static void host_compile(struct split *s, size_t last, const char *const *argv, const char *dir,
+			 const char *tag_dir, const char *local_dir)
+{
+	char unit[PATH_MAX], pch_dir[PATH_MAX];
+	struct host_pch pch = {0};
+	if (local_dir && host_pch_enabled() && safe_arg(local_dir) &&
+	    snprintf(pch_dir, sizeof pch_dir, "%s/pch", tag_dir) < (int)sizeof pch_dir &&
+	    safe_arg(pch_dir) &&
+	    quoted_after(s->steps[1].line, "--gen_c_file_name \"", unit, sizeof unit)) {
+		struct host_pch_job job = {.line = s->steps[last].line, .unit = unit, .dir = pch_dir,
+					   .scratch = dir, .local_dir = local_dir, .nvcc = argv[0],
+					   .env = (const char *const *)s->env, .deadline = s->deadline};
+		host_pch_begin(&pch, &job);
+	}
+	run_step(s, last, false);
+	host_pch_end(&pch);
+}
+
+int nvcc_split_run(const char *const *argv, const char *src_abs, const char *local_dir,
+		   const char *tag_dir, double timeout_s, struct ca_run_result *rr, bool *predicted)
 {
 	struct split *s = calloc(1, sizeof *s);
 	char dir[PATH_MAX], tag_file[PATH_MAX], real_id[MODULE_ID_MAX];
@@ -489,7 +510,7 @@ int nvcc_split_run(const char *const *argv, const char *src_abs, const char *tag
 		if (read_module_id(s, real_id, sizeof real_id))
 			learn_tag(real_id, src_abs, tag_file);
 	}
-	run_step(s, last, false); /* step 5 */
+	host_compile(s, last, argv, dir, tag_dir, local_dir); /* step 5 */
 	if (s->start_failed)
 		goto done;
 report:

@@ -17,7 +17,8 @@
  *  4. compares the id cudafe++ wrote with the prediction. Equal: the device branch's outputs are
  *     what nvcc's would be. Not equal: the device branch runs again with the written id (and
  *     the tag is learned again). Nothing is trusted to the prediction;
- *  5. runs the host compile, which joins the two.
+ *  5. runs the host compile, which joins the two, with the toolkit's part of the unit
+ *     precompiled once (build/host_pch.h).
  * Every step is nvcc's own command line, environment and temporary file, so the output is what
  * nvcc makes: the host assembly identical but for the temporary file's name on its `.file` line
  * (which differs between any two runs of nvcc; checked by tests/integration/run.sh).
@@ -28,7 +29,8 @@
  * (13.0; $CUDA_AGENT_NVCC_SPLIT=1 tries any); an argument holds a character outside
  * [A-Za-z0-9_./+=,:-] (the steps run through /bin/sh); the dry run fails or its steps are not
  * the expected ones; a step cannot be started.
- * Ownership: nothing is kept between calls but the learned tags (files under tag_dir). */
+ * Ownership: nothing is kept between calls but the learned tags and the precompiled headers
+ * (files under tag_dir). */
 #ifndef CA_BUILD_NVCC_SPLIT_H
 #define CA_BUILD_NVCC_SPLIT_H
 
@@ -42,13 +44,15 @@ enum { NVCC_SPLIT_DONE = 0, NVCC_SPLIT_FALLBACK = 1 };
 bool nvcc_split_enabled(const char *nvcc_version);
 
 /* argv: an nvcc command line (argv[0] the nvcc binary) that compiles src_abs (an absolute path)
- * with -c. tag_dir: where the learned tags are kept (made when missing). NVCC_SPLIT_DONE: rr
+ * with -c. local_dir: the candidate's directory, which argv names with -I (NULL: the host
+ * compile runs without a precompiled header, build/host_pch.h). tag_dir: where the learned tags
+ * and the precompiled headers (tag_dir/pch) are kept (made when missing). NVCC_SPLIT_DONE: rr
  * holds what nvcc's run would have (exit_code 0 and the output file written, or the failing
  * step's exit code, or timed_out past timeout_s); the caller frees it. NVCC_SPLIT_FALLBACK: rr
  * is untouched. *predicted (may be NULL): whether the branches ran at once on a prediction that
  * held. */
-int nvcc_split_run(const char *const *argv, const char *src_abs, const char *tag_dir,
-		   double timeout_s, struct ca_run_result *rr, bool *predicted);
+int nvcc_split_run(const char *const *argv, const char *src_abs, const char *local_dir,
+		   const char *tag_dir, double timeout_s, struct ca_run_result *rr, bool *predicted);
 
 /* The module id nvcc gives src_abs under tag (what step 2 predicts), into out. 0, or
  * CA_ERR_LIMIT when out is too small. */

@@ -85,6 +85,12 @@ if [ -n "$learned" ]; then ok "split: tag $learned kept"; else bad "split: no ta
 rm -rf "$tmp/nvcc_split2"; mkdir -p "$tmp/nvcc_split2/build"; cp -r "$split_cache/build/nvcc-split" "$tmp/nvcc_split2/build/"
 nvcc_mode split2 CUDA_AGENT_CACHE="$tmp/nvcc_split2" CUDA_AGENT_NVCC_SPLIT=1
 if grep -q "the branches ran at once" "$tmp/err"; then ok "split: the next compile runs the branches at once"; else bad "split: the next compile did not predict" "$(tail -c 300 "$tmp/err")"; fi
+# the host compile's precompiled header (build/host_pch.h): the first compile saw the prefix, the
+# second built the header beside its host compile, the third uses it
+if grep -q "host pch: kept" "$tmp/err"; then ok "host pch: the second sighting builds and keeps the header"; else bad "host pch: no header kept" "$(grep 'host pch' "$tmp/err" | tail -3)"; fi
+rm -rf "$tmp/nvcc_split4"; mkdir -p "$tmp/nvcc_split4/build"; cp -r "$tmp/nvcc_split2/build/nvcc-split" "$tmp/nvcc_split4/build/"
+nvcc_mode split4 CUDA_AGENT_CACHE="$tmp/nvcc_split4" CUDA_AGENT_NVCC_SPLIT=1
+if grep -q "host pch: hit" "$tmp/err"; then ok "host pch: the next compile uses the header"; else bad "host pch: the next compile did not use the header" "$(grep 'host pch' "$tmp/err" | tail -3)"; fi
 rm -rf "$tmp/nvcc_split3"; mkdir -p "$tmp/nvcc_split3/build"; cp -r "$split_cache/build/nvcc-split" "$tmp/nvcc_split3/build/"
 printf 'deadbeef' > "$(find "$tmp/nvcc_split3" -name '*.tag' | head -1)"
 nvcc_mode split3 CUDA_AGENT_CACHE="$tmp/nvcc_split3" CUDA_AGENT_NVCC_SPLIT=1
@@ -94,7 +100,7 @@ else bad "split: a wrong tag was not found and learned again" "$(tail -c 300 "$t
 if same_but_tmpname "$tmp/lib.plain" "$tmp/lib.threads2"; then ok "nvcc threads2: plain nvcc's library but for the temporary name"
 else bad "nvcc threads2 made a library that is not plain nvcc's"; fi
 objcopy -O binary --only-section=.nv_fatbin "$tmp/lib.plain" "$tmp/fatbin.plain" 2>/dev/null || true
-for m in threads2 split split2 split3; do
+for m in threads2 split split2 split3 split4; do
   if same_but_tmpname "$tmp/obj.plain" "$tmp/obj.$m"; then ok "nvcc $m: plain nvcc's objects but for the temporary name"
   else bad "nvcc $m made objects that are not plain nvcc's"; fi
   objcopy -O binary --only-section=.nv_fatbin "$tmp/lib.$m" "$tmp/fatbin.$m" 2>/dev/null || true
