@@ -78,6 +78,25 @@ static bool continued(const char *line, const char *eol)
 	return eol > line && eol[-1] == '\\';
 }
 
+/* The length of the text's first line, newline included, when it is a line marker naming a
+ * file (cudafe++'s `# 1 "<source>"`), else 0. */
+static size_t first_marker(const char *text, const char *end)
+{
+	const char *eol = memchr(text, '\n', (size_t)(end - text));
+	const char *p = skip_blanks(text, eol ? eol : end);
+	if (!eol || p >= eol || *p != '#')
+		return 0;
+	p = skip_blanks(p + 1, eol);
+	if (starts_word(p, eol, "line"))
+		p = skip_blanks(p + 4, eol);
+	if (p >= eol || *p < '0' || *p > '9')
+		return 0;
+	while (p < eol && *p >= '0' && *p <= '9')
+		p++;
+	p = skip_blanks(p, eol);
+	return p < eol && *p == '"' ? (size_t)(eol + 1 - text) : 0;
+}
+
 static int append(struct host_pch_prefix *out, size_t *cap, const char *s, size_t n)
 {
 	if (out->replay_len + n + 2 > *cap) {
@@ -128,6 +147,7 @@ int host_pch_scan(const char *text, size_t len, const char *local_dir, struct ho
 				out->len = (size_t)(line - text);
 				if (out->len < HOST_PCH_MIN_PREFIX)
 					goto fail;
+				out->head = first_marker(text, end);
 				return 0;
 			}
 		} else if (starts_word(p, eol, "if") || starts_word(p, eol, "ifdef") ||
@@ -449,15 +469,6 @@ static void *build_header(void *arg)
 	return NULL;
 }
 
-static char *joined(const char *a, const char *b)
-{
-	size_t n = strlen(a) + strlen(b) + 1;
-	char *r = malloc(n);
-	if (r)
-		snprintf(r, n, "%s%s", a, b);
-	return r;
-}
-
 /* The header's build: nvcc's host compile line as a header, without -S and the candidate's -I,
  * writing the temporary .gch and the dependency list. */
 static char *header_line(const struct host_pch_job *job, const struct host_pch *p)
@@ -477,10 +488,8 @@ static char *header_line(const struct host_pch_job *job, const struct host_pch *
 		d = replace_once(c, from, "");
 	if (d)
 		e = replace_output(d, p->tmp_gch);
-	if (e) {
-		snprintf(to, sizeof to, " -MD -MF \"%s\"", p->dep_file);
-		out = joined(e, to);
-	}
+	if (e && asprintf(&out, "%s -MD -MF \"%s\"", e, p->dep_file) < 0)
+		out = NULL;
 	free(a);
 	free(b);
 	free(c);
@@ -506,13 +515,11 @@ static char *masked_line(const struct host_pch_job *job)
 	return c;
 }
 
+/* dir/key ext (owned), NULL when out of memory */
 static char *path_of(const char *dir, const char *key, const char *ext)
 {
-	size_t n = strlen(dir) + strlen(key) + strlen(ext) + 2;
-	char *r = malloc(n);
-	if (r)
-		snprintf(r, n, "%s/%s%s", dir, key, ext);
-	return r;
+	char *r;
+	return asprintf(&r, "%s/%s%s", dir, key, ext) < 0 ? NULL : r;
 }
 
 static void release(struct host_pch *p)
@@ -533,19 +540,23 @@ static void release(struct host_pch *p)
 static int use_header(struct host_pch *p, const struct host_pch_job *job, const char *text,
 		      size_t len, const struct host_pch_prefix *pre)
 {
-	char head[PATH_MAX + 32];
-	int hn = snprintf(head, sizeof head, "#include \"%s\"\n", p->header);
-	size_t n = (size_t)hn + pre->replay_len + (len - pre->len);
+	char inc[PATH_MAX + 32];
+	int in = snprintf(inc, sizeof inc, "#include \"%s\"\n", p->header);
+	size_t n = pre->head + (size_t)in + pre->replay_len + (len - pre->len), at = 0;
 	char *unit = malloc(n + 1);
 	int rc;
-	if (hn < 0 || (size_t)hn >= sizeof head || !unit) {
+	if (in < 0 || (size_t)in >= sizeof inc || !unit) {
 		free(unit);
 		return CA_ERR_NOMEM;
 	}
-	memcpy(unit, head, (size_t)hn);
+	memcpy(unit, text, pre->head); /* the unit's own first line marker */
+	at += pre->head;
+	memcpy(unit + at, inc, (size_t)in);
+	at += (size_t)in;
 	if (pre->replay_len)
-		memcpy(unit + hn, pre->replay, pre->replay_len);
-	memcpy(unit + (size_t)hn + pre->replay_len, text + pre->len, len - pre->len);
+		memcpy(unit + at, pre->replay, pre->replay_len);
+	at += pre->replay_len;
+	memcpy(unit + at, text + pre->len, len - pre->len);
 	rc = ca_write_file_atomic(job->unit, unit, n, NULL);
 	free(unit);
 	if (rc == 0)
@@ -571,7 +582,7 @@ void host_pch_begin(struct host_pch *p, const struct host_pch_job *job)
 	if (host_pch_scan(text, len, job->local_dir, &pre) != 0)
 		goto out;
 	why = "the command line is not of the expected shape";
-	if (!(masked = masked_line(job)) || make_key(job, masked, text, pre.len, p->key) != 0)
+	if (!(masked = masked_line(job)) || make_key(job, masked, text + pre.head, pre.len - pre.head, p->key) != 0)
 		goto out;
 	why = "out of memory";
 	if (!(p->header = path_of(job->dir, p->key, ".h")) ||
@@ -599,8 +610,9 @@ void host_pch_begin(struct host_pch *p, const struct host_pch_job *job)
 	if (!(p->nopch = path_of(job->dir, p->key, ".nopch")) || ca_is_file(p->nopch))
 		goto out;
 	if (!ca_is_file(p->seen)) {
-		if (ca_write_file_atomic(p->seen, "", 0, NULL) == 0)
-			ca_log_debug("host pch: first sighting of %s; built if it comes again", p->key);
+		why = ca_write_file_atomic(p->seen, "", 0, NULL) == 0 ?
+			      "the first sighting of these headers (the header is built if they come again)" :
+			      "the first sighting cannot be marked";
 		evict(job->dir);
 		goto out;
 	}
@@ -608,7 +620,7 @@ void host_pch_begin(struct host_pch *p, const struct host_pch_job *job)
 	why = "the header cannot be written";
 	if (!(p->tmp_gch = path_of(job->dir, p->key, suffix)) ||
 	    !(p->dep_file = path_of(job->scratch, "host-pch", ".d")) ||
-	    ca_write_file_atomic(p->header, text, pre.len, NULL) != 0)
+	    ca_write_file_atomic(p->header, text + pre.head, pre.len - pre.head, NULL) != 0)
 		goto out;
 	why = "the command line is not of the expected shape";
 	if (!(p->line = header_line(job, p)))

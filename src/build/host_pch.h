@@ -19,7 +19,9 @@
  *     directory has the relative name of a file the header read, which with -I kernels/ first
  *     would have shadowed it): the unit's file is rewritten in place (same name, so the same
  *     `.file` line) as `#include "<dir>/<key>.h"`, the prefix's `#pragma GCC diagnostic` lines
- *     (gcc 12 does not keep that state in a precompiled header), then the rest. The host compile
+ *     (gcc 12 does not keep that state in a precompiled header), then the rest. The unit's
+ *     first line, the marker that names its source, stays first and out of the header, so the
+ *     header does not depend on where the candidate is. The host compile
  *     runs nvcc's own command line on it.
  *  4. Miss: the first time a key is seen, it is only marked (<key>.seen): a prefix that never
  *     comes back (an include set one candidate used once) costs nothing. The second time,
@@ -65,10 +67,13 @@
 #define HOST_PCH_MIN_PREFIX (16u << 10) /* a shorter prefix is not worth a header */
 #define HOST_PCH_KEY_LEN 64 /* SHA-256 in hex */
 
-/* What the scan found: the prefix's length (it ends at a line start) and its
- * `#pragma GCC diagnostic` lines outside `#if 0`, in order (owned). */
+/* What the scan found: the prefix's length (it ends at a line start), the length of its first
+ * line when that is the line marker naming the unit's source (0 otherwise), and its
+ * `#pragma GCC diagnostic` lines outside `#if 0`, in order (owned). The header holds the
+ * prefix less that first line, the only one that names the candidate's path, so candidates
+ * that include the same headers share a header wherever their files are. */
 struct host_pch_prefix {
-	size_t len;
+	size_t len, head;
 	char *replay;
 	size_t replay_len;
 };

@@ -1,6 +1,7 @@
 /* libFuzzer target: host_pch_scan (build/host_pch.h), the scan of cudafe++'s host translation
  * unit for the prefix a precompiled header may hold, on arbitrary text. It must never crash or
  * read past the text, and it aborts on these inconsistencies:
+ *   - a first line kept out of the header that is not a whole line holding a marker's name;
  *   - an accepted prefix that is shorter than HOST_PCH_MIN_PREFIX, longer than the text, does
  *     not end at a line's start, or is not followed by a line marker (`#` then a digit or
  *     `line`) naming a file under the candidate's directory or a relative one;
@@ -130,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(text, data, size);
 	int ra = host_pch_scan(text, size, LOCAL, &a);
 	int rb = host_pch_scan(text, size, LOCAL, &b);
-	if (ra != rb || a.len != b.len || a.replay_len != b.replay_len ||
+	if (ra != rb || a.len != b.len || a.head != b.head || a.replay_len != b.replay_len ||
 	    (a.replay_len && memcmp(a.replay, b.replay, a.replay_len) != 0))
 		abort();
 	if (ra == 0) {
@@ -151,6 +152,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		p++;
 		if (*p == '/' && !(starts(p, end, LOCAL "/")))
+			abort();
+		/* the first line kept out of the header: a whole line, a marker naming a file */
+		if (a.head > a.len ||
+		    (a.head && (text[a.head - 1] != '\n' || *blanks(text, text + a.head) != '#' ||
+				!memchr(text, '"', a.head))))
 			abort();
 		check_prefix(text, a.len);
 		check_replay(&a);

@@ -64,6 +64,7 @@ static void test_scan_prefix_and_replay(void **state)
 			    "# 4 \"" LOCAL "/x.cu\"\nint user;\n#pragma weird\n", &want);
 	assert_int_equal(scan(t, &p), 0);
 	assert_int_equal(p.len, want);
+	assert_int_equal(p.head, strlen("# 1 \"" LOCAL "/x.cu\"\n")); /* kept out of the header */
 	assert_string_equal(p.replay, "#pragma GCC diagnostic push\n"
 				      "#pragma GCC diagnostic ignored \"-Wattributes\"\n"
 				      "#  pragma GCC diagnostic pop\n");
@@ -122,26 +123,36 @@ static void test_scan_refusals(void **state)
 	assert_int_equal(host_pch_scan("", 0, LOCAL, &p), CA_ERR_REJECTED);
 }
 
-static char dir[PATH_MAX], local[PATH_MAX + 8], sys[PATH_MAX + 8], pch[PATH_MAX + 8],
+static char dir[PATH_MAX], local[PATH_MAX + 8], other[PATH_MAX + 16], sys[PATH_MAX + 8],
+	pch[PATH_MAX + 8],
 	scratch[PATH_MAX + 8], unit[PATH_MAX + 32];
+
+/* <root>/crt/host_runtime.h: a macro and an inline function that multiplies by k */
+static void write_host_runtime(const char *root, int k)
+{
+	char path[PATH_MAX + 32], text[128];
+	snprintf(path, sizeof path, "%s/crt", root);
+	assert_int_equal(ca_mkdirs(path, 0755, NULL), 0);
+	snprintf(path, sizeof path, "%s/crt/host_runtime.h", root);
+	snprintf(text, sizeof text, "#define CA_HOST_RUNTIME %d\ninline int ca_rt(int x) { return x * %d; }\n",
+		 k, k);
+	assert_int_equal(ca_write_file_atomic(path, text, strlen(text), NULL), 0);
+}
 
 static int setup(void **state)
 {
 	(void)state;
 	assert_int_equal(ca_make_temp_dir("/tmp", "ca-test-pch-", dir, sizeof dir, NULL), 0);
 	snprintf(local, sizeof local, "%s/cand", dir);
+	snprintf(other, sizeof other, "%s/elsewhere", dir);
+	assert_int_equal(ca_mkdirs(other, 0755, NULL), 0);
 	snprintf(sys, sizeof sys, "%s/sys", dir);
 	snprintf(pch, sizeof pch, "%s/pch", dir);
 	snprintf(scratch, sizeof scratch, "%s/scratch", dir);
 	snprintf(unit, sizeof unit, "%s/x.cudafe1.cpp", scratch);
 	assert_int_equal(ca_mkdirs(local, 0755, NULL), 0);
 	assert_int_equal(ca_mkdirs(scratch, 0755, NULL), 0);
-	char crt[PATH_MAX + 32];
-	snprintf(crt, sizeof crt, "%s/crt", sys);
-	assert_int_equal(ca_mkdirs(crt, 0755, NULL), 0);
-	snprintf(crt, sizeof crt, "%s/crt/host_runtime.h", sys);
-	const char *hr = "#define CA_HOST_RUNTIME 1\ninline int ca_rt(int x) { return x * 3; }\n";
-	assert_int_equal(ca_write_file_atomic(crt, hr, strlen(hr), NULL), 0);
+	write_host_runtime(sys, 3);
 	return 0;
 }
 
@@ -152,7 +163,11 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* The unit's text, as cudafe++ would write it for a source in local; extra goes in the prefix. */
+/* The candidate's directory the next units come from (local, or other). */
+static const char *unit_dir = local;
+
+/* The unit's text, as cudafe++ would write it for a source in unit_dir; extra goes in the
+ * prefix. */
 static char *unit_text(const char *extra)
 {
 	size_t cap = HOST_PCH_MIN_PREFIX * 3 + 8192, n = 0;
@@ -161,14 +176,14 @@ static char *unit_text(const char *extra)
 	n += (size_t)snprintf(t + n, cap - n,
 			      "# 1 \"%s/x.cu\"\n#pragma GCC diagnostic ignored \"-Wattributes\"\n"
 			      "#include \"crt/host_runtime.h\"\n# 1 \"/usr/include/fake.h\"\n%s",
-			      local, extra);
+			      unit_dir, extra);
 	for (int i = 0; n < HOST_PCH_MIN_PREFIX * 2; i++)
 		n += (size_t)snprintf(t + n, cap - n,
 				      "template <typename T> T ca_f%d(T x) { return x + %d; }\n", i, i);
 	snprintf(t + n, cap - n,
 		 "# 3 \"%s/x.cu\"\n__attribute__((bogus)) int g;\n"
 		 "int ca_overflow(void) { unsigned char c = 300; return c; }\n"
-		 "int ca_user(int x) { return ca_f7(x) + ca_rt(x) + CA_HOST_RUNTIME; }\n", local);
+		 "int ca_user(int x) { return ca_f7(x) + ca_rt(x) + CA_HOST_RUNTIME; }\n", unit_dir);
 	return t;
 }
 
@@ -194,7 +209,7 @@ static enum host_pch_state cycle_with(const char *extra, const char *line, char 
 {
 	struct host_pch p;
 	struct host_pch_job job = {.line = line, .unit = unit, .dir = pch, .scratch = scratch,
-				   .local_dir = local, .nvcc = "/bin/sh", .env = NULL,
+				   .local_dir = unit_dir, .nvcc = "/bin/sh", .env = NULL,
 				   .deadline = ca_now() + 60};
 	char *t = unit_text(extra);
 	size_t len;
@@ -263,13 +278,34 @@ static void test_cycle_with_gcc(void **state)
 	free(err);
 	free(u);
 
+	/* a candidate elsewhere with the same headers: the same header serves it (its first line,
+	 * which names its path, stays out of the header), and its assembly is its plain one */
+	char line2[6 * PATH_MAX], *plain2, *plain2_err;
+	snprintf(line2, sizeof line2,
+		 "g++ -O2 -c -x c++ -fPIC -S -I\"%s\" -I\"%s\" \"%s\" -o \"%s/x.s\"", other, sys,
+		 unit, scratch);
+	unit_dir = other;
+	char *t2 = unit_text("");
+	assert_int_equal(ca_write_file_atomic(unit, t2, strlen(t2), NULL), 0);
+	free(t2);
+	compile(line2, &plain2, &plain2_err); /* the unit as cudafe++ wrote it */
+	assert_int_equal(cycle(line2, &a, &err, &u), HOST_PCH_HIT);
+	assert_int_equal(strncmp(u, "# 1 \"", 5), 0);
+	assert_non_null(strstr(u, other));
+	assert_string_equal(a, plain2);
+	assert_string_equal(err, plain2_err);
+	assert_int_equal(count_files(".gch"), 1);
+	free(a);
+	free(err);
+	free(u);
+	free(plain2);
+	free(plain2_err);
+	unit_dir = local;
+
 	/* a candidate file named like one the header read: not used (-I local comes first) */
 	char shadow[PATH_MAX + 32];
-	snprintf(shadow, sizeof shadow, "%s/crt", local);
-	assert_int_equal(ca_mkdirs(shadow, 0755, NULL), 0);
+	write_host_runtime(local, 5);
 	snprintf(shadow, sizeof shadow, "%s/crt/host_runtime.h", local);
-	const char *hr = "#define CA_HOST_RUNTIME 2\ninline int ca_rt(int x) { return x * 5; }\n";
-	assert_int_equal(ca_write_file_atomic(shadow, hr, strlen(hr), NULL), 0);
 	assert_int_equal(cycle(line, &a, &err, &u), HOST_PCH_OFF);
 	assert_true(strcmp(a, plain) != 0); /* the candidate's header is what gcc read */
 	free(a);
