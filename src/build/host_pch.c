@@ -264,6 +264,8 @@ static void hash_stat(gnutls_hash_hd_t h, const char *path)
 			     (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
 			     (long long)st.st_size, (long long)st.st_mtim.tv_sec,
 			     st.st_mtim.tv_nsec);
+	if (n < 0 || (size_t)n >= sizeof buf)
+		n = (int)sizeof buf - 1; /* truncated: the first bytes still tell binaries apart */
 	gnutls_hash(h, buf, (size_t)n + 1);
 }
 
@@ -582,7 +584,8 @@ void host_pch_begin(struct host_pch *p, const struct host_pch_job *job)
 	if (host_pch_scan(text, len, job->local_dir, &pre) != 0)
 		goto out;
 	why = "the command line is not of the expected shape";
-	if (!(masked = masked_line(job)) || make_key(job, masked, text + pre.head, pre.len - pre.head, p->key) != 0)
+	if (!(masked = masked_line(job)) ||
+	    make_key(job, masked, text + pre.head, pre.len - pre.head, p->key) != 0)
 		goto out;
 	why = "out of memory";
 	if (!(p->header = path_of(job->dir, p->key, ".h")) ||

@@ -21,34 +21,38 @@
  *     `.file` line) as `#include "<dir>/<key>.h"`, the prefix's `#pragma GCC diagnostic` lines
  *     (gcc 12 does not keep that state in a precompiled header), then the rest. The unit's
  *     first line, the marker that names its source, stays first and out of the header, so the
- *     header does not depend on where the candidate is. The host compile
- *     runs nvcc's own command line on it.
+ *     header does not depend on where the candidate is. The host compile runs nvcc's own
+ *     command line on it.
  *  4. Miss: the first time a key is seen, it is only marked (<key>.seen): a prefix that never
  *     comes back (an include set one candidate used once) costs nothing. The second time,
- *     <key>.h (the prefix's text) is written, and the precompiled header is built beside
- *     nvcc's host compile of the unchanged file, which waits for it (on 2 CPUs, a small kernel's
- *     build takes about 1 s more, once): the same command line as a header
+ *     <key>.h (the prefix's text less its first line) is written, and the precompiled header
+ *     is built beside nvcc's host compile of the unchanged file, which waits for it (on 2 CPUs
+ *     a small kernel's build takes about 0.7 s more, once): the same command line as a header
  *     (`-x c++-header`, no -S), without the candidate's -I (nothing of the candidate's directory
  *     gets into it), with -MD for the list of files it read. It is kept only when gcc succeeded
  *     and printed nothing, and no file it read lies in the candidate's directory; a key whose
- *     header was not kept is marked (<key>.nopch) and not tried again. Kept entries:
- *     at most HOST_PCH_MAX_ENTRIES, the least recently used removed (and HOST_PCH_MAX_SEEN
- *     marks).
+ *     header was not kept is marked (<key>.nopch) and not tried again. Kept: at most
+ *     HOST_PCH_MAX_ENTRIES headers and HOST_PCH_MAX_SEEN marks, the least recently used removed.
  *
  * Why the output is nvcc's: gcc compiles the same text in the same order with the same command
  * line; a precompiled header is gcc's saved state after parsing its text, and gcc checks it
  * against the compiler and the options and ignores it (parsing the text, which <key>.h holds)
- * when they differ. Includes are resolved as nvcc's would be because the only #include in a
- * prefix is cudafe++'s `crt/host_runtime.h` (any other refuses the prefix) and step 3's shadow
- * check. What gcc does not keep in a precompiled header the scan refuses or replays: any
- * #pragma other than `GCC diagnostic` (replayed), balanced `GCC visibility push/pop` and loop
- * pragmas (`unroll`, `GCC unroll`, `nounroll`, `GCC ivdep`) refuses the prefix, as does a
- * `GCC diagnostic` inside a conditional other than `#if 0`, unbalanced conditionals, and any
- * directive but #define, #undef, #if/#ifdef/#ifndef/#else/#elif/#endif and line markers.
- * tests/integration/run.sh checks the assembly (so the objects) against plain nvcc's byte for
- * byte on a hit, and a compile's messages against the split without it.
- * The one difference: a warning gcc would give inside the prefix (the toolkit's headers) is not
- * repeated on a hit; a precompiled header that gave any message is never kept.
+ * when they differ. The few lines cudafe++ writes before the first header (pragmas, macros and
+ * managed-memory helpers) are under the header's name instead of the source's on a hit: a name
+ * in source locations, which reaches neither the assembly (the host compile has no -g) nor a
+ * message (those lines give none; a header that gave one is not kept). Includes are resolved
+ * as nvcc's would be because the only #include in a prefix is cudafe++'s `crt/host_runtime.h`
+ * (any other refuses the prefix) and step 3's shadow check. What gcc does not keep in a
+ * precompiled header the scan refuses or replays: any #pragma other than `GCC diagnostic`
+ * (replayed), balanced `GCC visibility push/pop` and loop pragmas (`unroll`, `GCC unroll`,
+ * `nounroll`, `GCC ivdep`) refuses the prefix, as does a `GCC diagnostic` inside a conditional
+ * other than `#if 0`, unbalanced conditionals, a NUL byte, and any directive but #define,
+ * #undef, #if/#ifdef/#ifndef/#else/#elif/#endif and line markers; lines spliced by a backslash
+ * start no directive, as in gcc. tests/unit/test_host_pch.c checks a hit's assembly and
+ * messages against the plain compile's (for a candidate elsewhere too); tests/integration/run.sh
+ * checks nvcc's objects on a hit against plain nvcc's byte for byte. The one difference: a
+ * warning gcc would give inside the prefix (the toolkit's headers) is not repeated on a hit; a
+ * precompiled header whose build gave any message is never kept.
  *
  * $CUDA_AGENT_HOST_PCH=0 turns it off. Ownership: struct host_pch owns its strings and the
  * thread that builds a header; host_pch_end joins it and frees them. */
@@ -80,8 +84,8 @@ struct host_pch_prefix {
 
 /* 0 with *out filled (free with host_pch_prefix_free), or a negative code when the text has
  * no prefix usable as a precompiled header (CA_ERR_REJECTED: a directive the scan does not
- * vouch for, a NUL byte, or a prefix under HOST_PCH_MIN_PREFIX; CA_ERR_NOMEM). local_dir: the candidate's
- * directory, without a trailing '/'. */
+ * vouch for, a NUL byte, or a prefix under HOST_PCH_MIN_PREFIX; CA_ERR_NOMEM). local_dir:
+ * the candidate's directory, without a trailing '/'. */
 int host_pch_scan(const char *text, size_t len, const char *local_dir, struct host_pch_prefix *out);
 void host_pch_prefix_free(struct host_pch_prefix *p);
 

@@ -134,8 +134,8 @@ static void write_host_runtime(const char *root, int k)
 	snprintf(path, sizeof path, "%s/crt", root);
 	assert_int_equal(ca_mkdirs(path, 0755, NULL), 0);
 	snprintf(path, sizeof path, "%s/crt/host_runtime.h", root);
-	snprintf(text, sizeof text, "#define CA_HOST_RUNTIME %d\ninline int ca_rt(int x) { return x * %d; }\n",
-		 k, k);
+	snprintf(text, sizeof text,
+		 "#define CA_HOST_RUNTIME %d\ninline int ca_rt(int x) { return x * %d; }\n", k, k);
 	assert_int_equal(ca_write_file_atomic(path, text, strlen(text), NULL), 0);
 }
 
