@@ -44,6 +44,10 @@ struct split {
 	double deadline;
 	/* set by either branch's thread, read after both have joined */
 	_Atomic bool timed_out, start_failed;
+	/* the host compile's precompiled header (build/host_pch.h), begun when cudafe++ is done */
+	const char *nvcc, *scratch, *tag_dir, *local_dir;
+	struct host_pch pch;
+	bool pch_begun;
 };
 
 bool nvcc_split_enabled(const char *nvcc_version)
@@ -267,7 +271,26 @@ struct branch {
 	struct split *s;
 	size_t from, to; /* steps [from, to) */
 	bool predicted, ok;
+	bool pch; /* the host branch: its end begins the precompiled header */
 };
+
+/* The host compile's precompiled header begun (build/host_pch.h): a hit rewrites the unit, a
+ * miss starts building the header, while the device branch runs. */
+static void pch_begin(struct split *s)
+{
+	char unit[PATH_MAX], pch_dir[PATH_MAX];
+	if (!s->local_dir || !host_pch_enabled() || !safe_arg(s->local_dir) ||
+	    snprintf(pch_dir, sizeof pch_dir, "%s/pch", s->tag_dir) >= (int)sizeof pch_dir ||
+	    !safe_arg(pch_dir) ||
+	    !quoted_after(s->steps[1].line, "--gen_c_file_name \"", unit, sizeof unit))
+		return;
+	struct host_pch_job job = {.line = s->steps[s->n - 1].line, .unit = unit, .dir = pch_dir,
+				   .scratch = s->scratch, .local_dir = s->local_dir,
+				   .nvcc = s->nvcc, .env = (const char *const *)s->env,
+				   .deadline = s->deadline};
+	host_pch_begin(&s->pch, &job);
+	s->pch_begun = true;
+}
 
 static void *run_branch(void *arg)
 {
@@ -275,6 +298,8 @@ static void *run_branch(void *arg)
 	b->ok = true;
 	for (size_t i = b->from; i < b->to && b->ok; i++)
 		b->ok = run_step(b->s, i, b->predicted);
+	if (b->pch && b->ok)
+		pch_begin(b->s);
 	return NULL;
 }
 
@@ -427,25 +452,6 @@ out:
 	return ok;
 }
 
-/* Step 5: the host compile, with the toolkit's part of the unit precompiled (build/host_pch.h). */
-static void host_compile(struct split *s, size_t last, const char *const *argv, const char *dir,
-			 const char *tag_dir, const char *local_dir)
-{
-	char unit[PATH_MAX], pch_dir[PATH_MAX];
-	struct host_pch pch = {0};
-	if (local_dir && host_pch_enabled() && safe_arg(local_dir) &&
-	    snprintf(pch_dir, sizeof pch_dir, "%s/pch", tag_dir) < (int)sizeof pch_dir &&
-	    safe_arg(pch_dir) &&
-	    quoted_after(s->steps[1].line, "--gen_c_file_name \"", unit, sizeof unit)) {
-		struct host_pch_job job = {.line = s->steps[last].line, .unit = unit, .dir = pch_dir,
-					   .scratch = dir, .local_dir = local_dir, .nvcc = argv[0],
-					   .env = (const char *const *)s->env, .deadline = s->deadline};
-		host_pch_begin(&pch, &job);
-	}
-	run_step(s, last, false);
-	host_pch_end(&pch);
-}
-
 int nvcc_split_run(const char *const *argv, const char *src_abs, const char *local_dir,
 		   const char *tag_dir, double timeout_s, struct ca_run_result *rr, bool *predicted)
 {
@@ -460,6 +466,10 @@ int nvcc_split_run(const char *const *argv, const char *src_abs, const char *loc
 	if (!s || src_abs[0] != '/' || !safe_arg(src_abs) || !argv[0] || !safe_arg(argv[0]))
 		goto done;
 	s->deadline = ca_now() + (timeout_s > 0 ? timeout_s : 1e9);
+	s->nvcc = argv[0];
+	s->scratch = dir;
+	s->tag_dir = tag_dir;
+	s->local_dir = local_dir;
 	if (ca_make_temp_dir(tmp && tmp[0] == '/' ? tmp : "/tmp", "ca-nvcc-", dir, sizeof dir,
 			     NULL) != 0 || !safe_arg(dir))
 		goto done;
@@ -471,7 +481,7 @@ int nvcc_split_run(const char *const *argv, const char *src_abs, const char *loc
 	pred = predict(s, src_abs, tag_file);
 	if (pred) { /* step 3: the branches at once */
 		pthread_t th;
-		struct branch host = {.s = s, .from = 0, .to = 2};
+		struct branch host = {.s = s, .from = 0, .to = 2, .pch = true};
 		struct branch dev = {.s = s, .from = 2, .to = last, .predicted = true};
 		if (pthread_create(&th, NULL, run_branch, &host) != 0)
 			goto done;
@@ -501,16 +511,19 @@ int nvcc_split_run(const char *const *argv, const char *src_abs, const char *loc
 			if (s->steps[i].started && !s->steps[i].ok && s->steps[i].kind != STEP_RM)
 				goto report;
 	} else { /* no tag yet: nvcc's order, and the tag learned */
-		struct branch all = {.s = s, .from = 0, .to = last};
-		run_branch(&all);
+		struct branch host = {.s = s, .from = 0, .to = 2, .pch = true};
+		struct branch dev = {.s = s, .from = 2, .to = last};
+		run_branch(&host);
+		if (host.ok)
+			run_branch(&dev);
 		if (s->start_failed)
 			goto done;
-		if (!all.ok)
+		if (!host.ok || !dev.ok)
 			goto report;
 		if (read_module_id(s, real_id, sizeof real_id))
 			learn_tag(real_id, src_abs, tag_file);
 	}
-	host_compile(s, last, argv, dir, tag_dir, local_dir); /* step 5 */
+	run_step(s, last, false); /* step 5 */
 	if (s->start_failed)
 		goto done;
 report:
@@ -522,6 +535,8 @@ report:
 			     "the steps ran one after the other (the module id's tag learned)");
 	}
 done:
+	if (s && s->pch_begun) /* the header's build joined before its directory goes */
+		host_pch_end(&s->pch);
 	if (made_dir)
 		ca_remove_tree(dir, NULL);
 	if (s) {

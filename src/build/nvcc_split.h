@@ -18,7 +18,8 @@
  *     what nvcc's would be. Not equal: the device branch runs again with the written id (and
  *     the tag is learned again). Nothing is trusted to the prediction;
  *  5. runs the host compile, which joins the two, with the toolkit's part of the unit
- *     precompiled once (build/host_pch.h).
+ *     precompiled once (build/host_pch.h: begun as soon as cudafe++ is done, so that the
+ *     unit's rewrite, or the header's build, runs beside the device branch).
  * Every step is nvcc's own command line, environment and temporary file, so the output is what
  * nvcc makes: the host assembly identical but for the temporary file's name on its `.file` line
  * (which differs between any two runs of nvcc; checked by tests/integration/run.sh).
