@@ -347,8 +347,8 @@ static void compile_unit(struct job *j, size_t index)
 	argv[n++] = spath;
 	argv[n] = NULL;
 
-	if (!j->split_dir || nvcc_split_run(argv, src, j->kdir, j->split_dir, j->timeout_s, &rr, NULL) !=
-				     NVCC_SPLIT_DONE)
+	if (!j->split_dir || nvcc_split_run(argv, src, j->kdir, j->split_dir, j->timeout_s, &rr,
+					    NULL) != NVCC_SPLIT_DONE)
 		u->run_rc = ca_run(argv, &ro, &rr, &rd);
 	if (u->run_rc) {
 		u->failed = true;

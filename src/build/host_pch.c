@@ -592,7 +592,8 @@ void host_pch_begin(struct host_pch *p, const struct host_pch_job *job)
 	    !(p->gch = path_of(job->dir, p->key, ".h.gch")) ||
 	    !(p->deps = path_of(job->dir, p->key, ".deps")))
 		goto out;
-	if (ca_is_file(p->gch) && ca_read_file(p->deps, DEPS_MAX, &list, &list_len, NULL) == 0) {
+	if (ca_is_file(p->gch) && ca_is_file(p->header) &&
+	    ca_read_file(p->deps, DEPS_MAX, &list, &list_len, NULL) == 0) {
 		why = "a file of the candidate's directory has the name of one the header read";
 		if (shadowed(list, job->local_dir))
 			goto out;
@@ -613,9 +614,8 @@ void host_pch_begin(struct host_pch *p, const struct host_pch_job *job)
 	if (!(p->nopch = path_of(job->dir, p->key, ".nopch")) || ca_is_file(p->nopch))
 		goto out;
 	if (!ca_is_file(p->seen)) {
-		why = ca_write_file_atomic(p->seen, "", 0, NULL) == 0 ?
-			      "the first sighting of these headers (the header is built if they come again)" :
-			      "the first sighting cannot be marked";
+		if (ca_write_file_atomic(p->seen, "", 0, NULL) == 0)
+			why = "the first sighting of these headers (built if they come again)";
 		evict(job->dir);
 		goto out;
 	}
@@ -633,7 +633,7 @@ void host_pch_begin(struct host_pch *p, const struct host_pch_job *job)
 		goto out;
 	p->started = true;
 	p->state = HOST_PCH_BUILDING;
-	ca_log_debug("host pch: miss %s, building it beside the host compile", p->key);
+	ca_log_debug("host pch: miss %s, building it beside the compile", p->key);
 out:
 	if (p->state == HOST_PCH_OFF) {
 		ca_log_debug("host pch: not used: %s", why);
