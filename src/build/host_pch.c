@@ -274,25 +274,18 @@ static bool find_compiler(const char *line, const char *const *env, char *out, s
 {
 	size_t n = line[0] == '"' ? strcspn(line + 1, "\"") : strcspn(line, " ");
 	const char *w = line[0] == '"' ? line + 1 : line, *path = NULL;
-	if (n == 0 || n >= size)
+	char name[PATH_MAX];
+	if (n == 0 || n >= sizeof name || n >= size)
 		return false;
-	if (memchr(w, '/', n)) {
-		snprintf(out, size, "%.*s", (int)n, w);
+	snprintf(name, sizeof name, "%.*s", (int)n, w);
+	if (strchr(name, '/')) {
+		snprintf(out, size, "%s", name);
 		return access(out, X_OK) == 0;
 	}
 	for (size_t i = 0; env && env[i]; i++)
 		if (strncmp(env[i], "PATH=", 5) == 0)
 			path = env[i] + 5;
-	if (!path)
-		path = getenv("PATH");
-	for (const char *d = path; d && *d;) {
-		size_t dl = strcspn(d, ":");
-		if (dl > 0 && snprintf(out, size, "%.*s/%.*s", (int)dl, d, (int)n, w) < (int)size &&
-		    access(out, X_OK) == 0)
-			return true;
-		d += dl + (d[dl] == ':');
-	}
-	return false;
+	return ca_find_in_path(path, name, out, size);
 }
 
 /* Step 2 of the header: the key, from the binaries, the masked line and the prefix. */

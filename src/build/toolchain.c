@@ -105,21 +105,6 @@ int build_resolve_arch(const char *arch, char *out, size_t out_size, struct ca_d
 	return build_pick_arch(&o, out, out_size, d);
 }
 
-static bool find_in_path(const char *name, char *out, size_t out_size)
-{
-	const char *path = getenv("PATH");
-	while (path && *path) {
-		size_t n = strcspn(path, ":");
-		if (n > 0 && snprintf(out, out_size, "%.*s/%s", (int)n, path, name) < (int)out_size &&
-		    access(out, X_OK) == 0 && ca_is_file(out))
-			return true;
-		path += n;
-		if (*path == ':')
-			path++;
-	}
-	return false;
-}
-
 int build_resolve_nvcc(const struct build_opts *opts, char *out, size_t out_size,
 		       struct ca_diag *d)
 {
@@ -129,10 +114,10 @@ int build_resolve_nvcc(const struct build_opts *opts, char *out, size_t out_size
 		if (strchr(want, '/')) {
 			if (snprintf(out, out_size, "%s", want) >= (int)out_size)
 				return ca_fail(d, CA_ERR_LIMIT, "nvcc path too long");
-		} else if (!find_in_path(want, out, out_size)) {
+		} else if (!ca_find_in_path(NULL, want, out, out_size)) {
 			return ca_fail(d, CA_ERR_NOTFOUND, "%s: not found on PATH", want);
 		}
-	} else if (!find_in_path("nvcc", out, out_size)) {
+	} else if (!ca_find_in_path(NULL, "nvcc", out, out_size)) {
 		snprintf(out, out_size, "%s", "/usr/local/cuda/bin/nvcc");
 	}
 	if (access(out, X_OK) != 0 || !ca_is_file(out))

@@ -402,3 +402,18 @@ void ca_file_tail(const char *path, int max_lines, char *out, size_t out_size)
 			break;
 	snprintf(out, out_size, "%s", buf + start + 1);
 }
+
+bool ca_find_in_path(const char *dirs, const char *name, char *out, size_t out_size)
+{
+	const char *path = dirs ? dirs : getenv("PATH");
+	while (path && *path) {
+		size_t n = strcspn(path, ":");
+		if (n > 0 && snprintf(out, out_size, "%.*s/%s", (int)n, path, name) < (int)out_size &&
+		    access(out, X_OK) == 0 && ca_is_file(out))
+			return true;
+		path += n;
+		if (*path == ':')
+			path++;
+	}
+	return false;
+}

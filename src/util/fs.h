@@ -29,6 +29,10 @@ int ca_remove_tree(const char *path, struct ca_diag *d);
 bool ca_is_dir(const char *path);
 bool ca_is_file(const char *path);
 
+/* The first executable regular file named name in dirs (a PATH-style list; NULL: $PATH), its
+ * path into out. */
+bool ca_find_in_path(const char *dirs, const char *name, char *out, size_t out_size);
+
 /* snprintf into a PATH_MAX-sized buffer; CA_ERR_LIMIT if it does not fit. */
 int ca_path_join(char *out, size_t out_size, const char *a, const char *b);
 
