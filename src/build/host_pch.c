@@ -624,7 +624,6 @@ void host_pch_begin(struct host_pch *p, const struct host_pch_job *job)
 	why = "a thread cannot be started";
 	if (pthread_create(&p->thread, NULL, build_header, p) != 0)
 		goto out;
-	p->started = true;
 	p->state = HOST_PCH_BUILDING;
 	ca_log_debug("host pch: miss %s, building it beside the compile", p->key);
 out:
@@ -669,7 +668,7 @@ out:
 
 void host_pch_end(struct host_pch *p)
 {
-	if (p->state == HOST_PCH_BUILDING && p->started) {
+	if (p->state == HOST_PCH_BUILDING) { /* only set once the thread runs */
 		pthread_join(p->thread, NULL);
 		bool kept = keep_header(p);
 		if (!kept) { /* not tried again for this key */

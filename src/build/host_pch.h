@@ -112,7 +112,7 @@ struct host_pch {
 	double deadline;
 	pthread_t thread;
 	struct ca_run_result rr;
-	bool started, ran;
+	bool ran;
 };
 
 /* Before the host compile: a hit rewrites job->unit (state HIT); a miss starts building the
