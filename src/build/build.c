@@ -34,6 +34,8 @@
 #include "util/log.h"
 #include "util/str.h"
 
+_Static_assert(BUILD_EXEC_MAX_EXTRA >= CA_BUILD_MAX_SOURCES, "a link binds every object");
+
 const char *build_status_code(enum build_status s)
 {
 	switch (s) {
@@ -326,8 +328,9 @@ static void load_info(const char *path, char *buf, size_t size)
 
 /* Links the objects into lib (via a temporary name): with nvcc's host link line alone when
  * host (build/host_link.h), else with `nvcc -shared`. */
-static int link_library(const char *nvcc, const char *nvcc_version, const char *cache,
-			const char *arch, struct candidate *c,
+static int link_library(const struct build_box *box, const char *nvcc,
+			const char *nvcc_version, const char *cache, const char *arch,
+			struct candidate *c,
 			const char *const *link_flags, size_t nlink, const char *lib, bool host,
 			double timeout_s, const struct rewrite *rw, size_t nrw,
 			struct build_result *res, struct ca_diag *d)
@@ -336,19 +339,25 @@ static int link_library(const char *nvcc, const char *nvcc_version, const char *
 	const char **objs = calloc(c->num_units + 1, sizeof *objs);
 	const char **argv = calloc(c->num_units + nlink + HOST_LINK_NVCC_ARGS, sizeof *argv);
 	char **host_argv = NULL;
+	struct sandbox_bind *obj_binds = calloc(c->num_units + 1, sizeof *obj_binds);
 	struct ca_run_opts ro = {.timeout_s = timeout_s, .stdout_cap = 256u << 10,
 				 .stderr_cap = 1u << 20};
 	struct ca_run_result rr;
 	int rc, lines = 0;
 
-	if (!argv || !objs) {
+	if (!argv || !objs || !obj_binds) {
 		free(argv);
 		free(objs);
+		free(obj_binds);
 		return ca_fail(d, CA_ERR_NOMEM, "out of memory linking");
 	}
-	build_temp_name(tmp, sizeof tmp, lib, ".so");
-	for (size_t i = 0; i < c->num_units; i++)
+	/* the library is written in the staging directory; the linker sees the objects it
+	 * links (read-only), no other entry of the cache */
+	snprintf(tmp, sizeof tmp, "%s/%s.so", box->staging, res->hash);
+	for (size_t i = 0; i < c->num_units; i++) {
 		objs[i] = c->units[i].obj;
+		obj_binds[i] = (struct sandbox_bind){.src = c->units[i].obj};
+	}
 	if (host) {
 		struct ca_diag hd = {{0}};
 		if (host_link_argv(nvcc, nvcc_version, cache, arch, link_flags, nlink, objs,
@@ -360,17 +369,19 @@ static int link_library(const char *nvcc, const char *nvcc_version, const char *
 	host_link_nvcc_argv(argv, nvcc, false, arch, arch_flag, tmp, objs, c->num_units,
 			    link_flags, nlink);
 
-	rc = ca_run(host_argv ? (const char *const *)host_argv : argv, &ro, &rr, d);
+	rc = build_exec(box, host_argv ? (const char *const *)host_argv : argv, &ro, obj_binds,
+			c->num_units, &rr, d);
 	res->host_linked = host_argv != NULL;
 	host_link_argv_free(host_argv);
 	free(argv);
 	free(objs);
+	free(obj_binds);
 	if (rc)
 		return rc;
 	if (rr.timed_out) {
 		set_verdict(res, BUILD_TIMEOUT, "linking took longer than %.0f s", timeout_s);
 	} else if (rr.term_signal || rr.exit_code != 0 || !ca_is_file(tmp)) {
-		char *log = build_concat_logs(&rr);
+		char *log = build_filter_log(box, build_concat_logs(&rr));
 		res->status = BUILD_COMPILE_ERROR;
 		res->errors[0] = '\0';
 		if (log && build_add_errors(log, NULL, rw, nrw, res->errors, sizeof res->errors, &lines) == 0)
@@ -381,7 +392,7 @@ static int link_library(const char *nvcc, const char *nvcc_version, const char *
 			snprintf(res->errors, sizeof res->errors, "linking failed: %s\n", how);
 		}
 		free(log);
-	} else if (rename(tmp, lib) != 0) {
+	} else if (build_adopt(tmp), rename(tmp, lib) != 0) {
 		rc = ca_fail(d, CA_ERR_IO, "cannot move %s into the build cache: %s", lib,
 			     strerror(errno));
 	} else {
@@ -490,7 +501,8 @@ static size_t link_flags_for(const struct candidate *c, const char *nvcc,
 }
 
 /* Compiles, in parallel, every unit whose object and clean verdict the cache lacks. */
-static int compile_missing(const struct build_opts *opts, struct candidate *c, const char *nvcc,
+static int compile_missing(const struct build_opts *opts, const struct build_box *box,
+			   struct candidate *c, const char *nvcc,
 			   const char *nvcc_version, const char *kdir, const char *cache,
 			   double timeout_s,
 			   struct build_result *res, struct ca_diag *d)
@@ -519,9 +531,10 @@ static int compile_missing(const struct build_opts *opts, struct candidate *c, c
 		     snprintf(split_dir, sizeof split_dir, "%s/nvcc-split", cache) <
 			     (int)sizeof split_dir;
 	struct job j = {.units = c->units, .num_units = c->num_units, .nvcc = nvcc,
-			.arch = res->arch, .kdir = kdir, .include_dir = opts->include_dir,
+			.arch = res->arch, .kdir = kdir,
+			.include_dir = box->include_dir[0] ? box->include_dir : NULL,
 			.timeout_s = timeout_s, .nvcc_threads = build_nvcc_threads(nvcc_version),
-			.split_dir = split ? split_dir : NULL};
+			.split_dir = split ? split_dir : NULL, .box = box};
 	ca_log_debug("build: compiling %zu of %zu units (%d jobs, %s)", to_compile, c->num_units,
 		     jobs, res->arch);
 	return build_compile_all(&j, jobs, d);
@@ -628,6 +641,7 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 	double timeout_s;
 	int rc;
 	bool verdict = false;
+	struct build_box *box = NULL;
 
 	memset(res, 0, sizeof *res);
 	res->status = BUILD_COMPILE_ERROR;
@@ -691,8 +705,19 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 	if (decided_by_cache(opts, &c, lib, lib_info, res))
 		goto out;
 
-	/* (3) compile what the cache lacks, in parallel */
-	if ((rc = compile_missing(opts, &c, nvcc, version, kdir, cache, timeout_s, res, d)))
+	/* (3) compile what the cache lacks, in parallel, in the sandbox (build_int.h) */
+	if (!(box = malloc(sizeof *box))) {
+		rc = ca_fail(d, CA_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = build_box_open(box, cache, kdir, opts->include_dir, nvcc, d))) {
+		free(box);
+		box = NULL;
+		goto out;
+	}
+	res->sandboxed = box->sandboxed;
+	box->as_bytes = opts->as_bytes;
+	if ((rc = compile_missing(opts, box, &c, nvcc, version, kdir, cache, timeout_s, res, d)))
 		goto out;
 	snprintf(kprefix, sizeof kprefix, "%s/", kdir);
 	rw[0] = (struct rewrite){.from = kprefix, .to = "kernels/"};
@@ -711,7 +736,7 @@ int build_candidate(const struct build_opts *opts, struct build_result *res, str
 
 	/* (4) link, then the library rules */
 	build_write_cache_file(lib_info, res->ptxas_info);
-	if ((rc = link_library(nvcc, version, cache, res->arch, &c, link_flags, nlink, lib,
+	if ((rc = link_library(box, nvcc, version, cache, res->arch, &c, link_flags, nlink, lib,
 			       host_link, timeout_s, rw, 2, res, d)))
 		goto out;
 	if (res->status != BUILD_OK)
@@ -721,6 +746,9 @@ out:
 	if (rc && d)
 		snprintf(res->errors, sizeof res->errors, "%s\n", d->msg);
 	res->seconds = ca_now() - t0;
+	if (box)
+		build_box_close(box);
+	free(box);
 	candidate_free(&c);
 	return rc;
 }

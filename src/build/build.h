@@ -32,6 +32,9 @@ struct build_opts {
 	double timeout_s;        /* per nvcc invocation; 0: 120 s */
 	int jobs;                /* parallel compiles; 0: number of CPUs */
 	bool no_cache;
+	/* RLIMIT_AS of each compiler process in the build's sandbox; 0: SANDBOX_BUILD_AS_BYTES
+	 * (16 GiB; build/box.h) */
+	unsigned long long as_bytes;
 };
 
 enum build_status {
@@ -52,6 +55,8 @@ struct build_result {
 	int objects_compiled;     /* translation units nvcc compiled this time */
 	int objects_cached;
 	bool host_linked;         /* linked by nvcc's host link line alone (build/host_link.h) */
+	bool sandboxed;           /* the compilers ran in the build's sandbox (build/box.h; off
+				   * only with $CUDA_AGENT_SANDBOX=0); false when none ran */
 	double seconds;
 	char errors[CA_BUILD_LOG_MAX];  /* the first compiler errors with file:line, or the rule or
 					   symbol violations, one per line; empty when ok */

@@ -8,9 +8,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "build/box.h"
 #include "build/build.h"
 #include "util/hash.h"
 #include "util/proc.h"
+
 
 #define KEY_VERSION "ca-build-2" /* 2: objects carry a host assembly verdict */
 #define VERDICT_CLEAN "ca-hostasm-1 clean\n"
@@ -63,6 +65,7 @@ struct job {
 	int nvcc_threads; /* nvcc's --threads (build_nvcc_threads); 1: left out */
 	/* where nvcc_split keeps its module id tags; NULL: plain nvcc (build/nvcc_split.h) */
 	const char *split_dir;
+	const struct build_box *box; /* the build's sandbox and staging directory (build/box.h) */
 };
 
 struct rewrite {

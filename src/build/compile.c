@@ -259,7 +259,7 @@ static int assemble(struct job *j, struct unit *u, const char *spath, const char
 	struct ca_run_result rr;
 	struct ca_diag rd;
 	char how[128];
-	int rc = ca_run(argv, &ro, &rr, &rd);
+	int rc = build_exec(j->box, argv, &ro, NULL, 0, &rr, &rd);
 
 	if (rc) {
 		u->failed = true;
@@ -268,7 +268,7 @@ static int assemble(struct job *j, struct unit *u, const char *spath, const char
 		return -1;
 	}
 	if (rr.timed_out || rr.term_signal || rr.exit_code != 0 || !ca_is_file(obj)) {
-		char *log = build_concat_logs(&rr);
+		char *log = build_filter_log(j->box, build_concat_logs(&rr));
 		u->failed = true;
 		u->timed_out = rr.timed_out;
 		if (log)
@@ -323,8 +323,15 @@ static void compile_unit(struct job *j, size_t index)
 	struct ca_diag rd;
 
 	snprintf(src, sizeof src, "%s/%s", j->kdir, u->name);
-	build_temp_name(spath, sizeof spath, u->obj, ".s"); /* nvcc's output: the host assembly */
-	build_temp_name(tmp, sizeof tmp, u->obj, ".o");
+	/* nvcc's output (the host assembly) and the object go to the staging directory, the only
+	 * place the sandbox may write; the object enters the cache by rename once checked */
+	if (j->box) {
+		snprintf(spath, sizeof spath, "%s/%s.s", j->box->staging, u->key);
+		snprintf(tmp, sizeof tmp, "%s/%s.o", j->box->staging, u->key);
+	} else {
+		build_temp_name(spath, sizeof spath, u->obj, ".s");
+		build_temp_name(tmp, sizeof tmp, u->obj, ".o");
+	}
 	snprintf(arch_flag, sizeof arch_flag, "-arch=%s", j->arch);
 	snprintf(inc_k, sizeof inc_k, "-I%s", j->kdir);
 	argv[n++] = j->nvcc;
@@ -348,14 +355,14 @@ static void compile_unit(struct job *j, size_t index)
 	argv[n] = NULL;
 
 	if (!j->split_dir || nvcc_split_run(argv, src, j->kdir, j->split_dir, j->timeout_s, &rr,
-					    NULL) != NVCC_SPLIT_DONE)
-		u->run_rc = ca_run(argv, &ro, &rr, &rd);
+					    NULL, j->box) != NVCC_SPLIT_DONE)
+		u->run_rc = build_exec(j->box, argv, &ro, NULL, 0, &rr, &rd);
 	if (u->run_rc) {
 		u->failed = true;
 		u->log = strdup(rd.msg);
 		return;
 	}
-	u->log = build_concat_logs(&rr);
+	u->log = build_filter_log(j->box, build_concat_logs(&rr));
 	if (rr.timed_out) {
 		u->failed = u->timed_out = true;
 	} else if (rr.term_signal || rr.exit_code != 0 || !ca_is_file(spath)) {
@@ -375,6 +382,7 @@ static void compile_unit(struct job *j, size_t index)
 		u->info = parse_ptxas(u->log ? u->log : "");
 		if (u->info)
 			build_write_cache_file(u->info_path, u->info);
+		build_adopt(tmp);
 		if (rename(tmp, u->obj) != 0) {
 			u->failed = true;
 			u->run_rc = CA_ERR_IO;

@@ -146,6 +146,8 @@ static int parse_dryrun(const char *text, struct learned *L)
 	return -1;
 }
 
+/* nvcc's dry run of a link of placeholder names: no candidate input, so it runs outside the
+ * build's sandbox (build/box.h); the link itself runs inside. */
 static int learn(const char *nvcc, const char *arch, const char *const *link_flags, size_t nlink,
 		 struct learned *L, struct ca_diag *d)
 {

@@ -2,6 +2,8 @@
  * says why the output is nvcc's). */
 #include "build/host_pch.h"
 
+#include "build/box.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <gnutls/crypto.h>
@@ -460,7 +462,7 @@ static void *build_header(void *arg)
 				 .stdout_cap = 64u << 10, .stderr_cap = 64u << 10};
 	struct ca_diag d;
 	if (ro.timeout_s > 0)
-		p->ran = ca_run(argv, &ro, &p->rr, &d) == 0;
+		p->ran = build_exec(p->box, argv, &ro, &p->scratch_bind, 1, &p->rr, &d) == 0;
 	return NULL;
 }
 
@@ -570,6 +572,8 @@ void host_pch_begin(struct host_pch *p, const struct host_pch_job *job)
 	p->env = job->env;
 	p->local_dir = job->local_dir;
 	p->deadline = job->deadline;
+	p->box = job->box;
+	p->scratch_bind = (struct sandbox_bind){.src = job->scratch, .writable = true};
 	if (ca_read_file(job->unit, HOST_PCH_MAX_UNIT, &text, &len, NULL) != 0) {
 		why = "the unit cannot be read (or is too big)";
 		goto out;
@@ -614,7 +618,7 @@ void host_pch_begin(struct host_pch *p, const struct host_pch_job *job)
 	}
 	snprintf(suffix, sizeof suffix, ".h.gch.tmp.%ld.%u", (long)getpid(), counter++);
 	why = "the header cannot be written";
-	if (!(p->tmp_gch = path_of(job->dir, p->key, suffix)) ||
+	if (!(p->tmp_gch = path_of(job->box ? job->scratch : job->dir, p->key, suffix)) ||
 	    !(p->dep_file = path_of(job->scratch, "host-pch", ".d")) ||
 	    ca_write_file_atomic(p->header, text + pre.head, pre.len - pre.head, NULL) != 0)
 		goto out;
@@ -658,6 +662,7 @@ static bool keep_header(struct host_pch *p)
 		if (under(path, p->local_dir))
 			goto out;
 	}
+	build_adopt(p->tmp_gch);
 	ok = ca_write_file_atomic(p->deps, list, strlen(list), NULL) == 0 &&
 	     rename(p->tmp_gch, p->gch) == 0;
 out:

@@ -64,8 +64,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "sandbox/sandbox.h"
 #include "util/proc.h"
 
+struct build_box;
 #define HOST_PCH_MAX_ENTRIES 32 /* headers kept (20-200 MB each) */
 #define HOST_PCH_MAX_SEEN 1024 /* first sightings remembered */
 #define HOST_PCH_MAX_UNIT (256u << 20) /* a bigger .cudafe1.cpp is compiled without */
@@ -101,6 +103,9 @@ struct host_pch_job {
 	const char *nvcc;      /* nvcc's path, for the key */
 	const char *const *env; /* the steps' environment additions (PATH finds gcc) */
 	double deadline;       /* ca_now() by which the header build must end */
+	/* the build's sandbox (build/box.h), or NULL: the header is built in it, written into
+	 * scratch (writable inside) and moved into dir by this side when it qualifies */
+	const struct build_box *box;
 };
 
 struct host_pch {
@@ -110,6 +115,8 @@ struct host_pch {
 	const char *const *env;
 	const char *local_dir;
 	double deadline;
+	const struct build_box *box;
+	struct sandbox_bind scratch_bind;
 	pthread_t thread;
 	struct ca_run_result rr;
 	bool ran;

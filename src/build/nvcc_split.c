@@ -2,6 +2,7 @@
  * says why the output is nvcc's own). */
 #include "build/nvcc_split.h"
 
+#include "build/box.h"
 #include "build/host_pch.h"
 
 #include <limits.h>
@@ -48,6 +49,8 @@ struct split {
 	const char *nvcc, *scratch, *tag_dir, *local_dir;
 	struct host_pch pch;
 	bool pch_begun;
+	const struct build_box *box; /* the build's sandbox (build_int.h), or NULL */
+	struct sandbox_bind scratch_bind; /* the private directory, writable inside */
 };
 
 bool nvcc_split_enabled(const char *nvcc_version)
@@ -256,7 +259,7 @@ static bool run_step(struct split *s, size_t i, bool predicted)
 		return false;
 	}
 	ro.timeout_s = left;
-	if (ca_run(argv, &ro, &st->rr, &d) != 0) {
+	if (build_exec(s->box, argv, &ro, &s->scratch_bind, 1, &st->rr, &d) != 0) {
 		s->start_failed = true;
 		return false;
 	}
@@ -287,7 +290,7 @@ static void pch_begin(struct split *s)
 	struct host_pch_job job = {.line = s->steps[s->n - 1].line, .unit = unit, .dir = pch_dir,
 				   .scratch = s->scratch, .local_dir = s->local_dir,
 				   .nvcc = s->nvcc, .env = (const char *const *)s->env,
-				   .deadline = s->deadline};
+				   .deadline = s->deadline, .box = s->box};
 	host_pch_begin(&s->pch, &job);
 	s->pch_begun = true;
 }
@@ -392,7 +395,7 @@ static int dry_run(const char *const *argv, struct split *s, const char *dir)
 		dargv[n++] = argv[i];
 	}
 	dargv[n] = NULL;
-	if (ca_run(dargv, &ro, &rr, &d) != 0)
+	if (build_exec(s->box, dargv, &ro, &s->scratch_bind, 1, &rr, &d) != 0)
 		return -1;
 	if (!rr.timed_out && !rr.term_signal && rr.exit_code == 0 && !rr.err_dropped && rr.err)
 		rc = parse_dryrun(s, rr.err);
@@ -453,7 +456,8 @@ out:
 }
 
 int nvcc_split_run(const char *const *argv, const char *src_abs, const char *local_dir,
-		   const char *tag_dir, double timeout_s, struct ca_run_result *rr, bool *predicted)
+		   const char *tag_dir, double timeout_s, struct ca_run_result *rr, bool *predicted,
+		   const struct build_box *box)
 {
 	struct split *s = calloc(1, sizeof *s);
 	char dir[PATH_MAX], tag_file[PATH_MAX], real_id[MODULE_ID_MAX];
@@ -470,10 +474,15 @@ int nvcc_split_run(const char *const *argv, const char *src_abs, const char *loc
 	s->scratch = dir;
 	s->tag_dir = tag_dir;
 	s->local_dir = local_dir;
-	if (ca_make_temp_dir(tmp && tmp[0] == '/' ? tmp : "/tmp", "ca-nvcc-", dir, sizeof dir,
-			     NULL) != 0 || !safe_arg(dir))
+	s->box = box;
+	/* in the sandbox's staging directory: the steps see it, and nothing else writable */
+	if (ca_make_temp_dir(box ? box->staging : tmp && tmp[0] == '/' ? tmp : "/tmp", "ca-nvcc-",
+			     dir, sizeof dir, NULL) != 0)
 		goto done;
 	made_dir = true;
+	s->scratch_bind = (struct sandbox_bind){.src = dir, .writable = true};
+	if (!safe_arg(dir))
+		goto done;
 	if (dry_run(argv, s, dir) != 0 || ca_mkdirs(tag_dir, 0755, NULL) != 0)
 		goto done;
 	tag_path(argv, src_abs, tag_dir, tag_file, sizeof tag_file);

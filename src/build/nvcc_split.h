@@ -30,6 +30,9 @@
  * (13.0; $CUDA_AGENT_NVCC_SPLIT=1 tries any); an argument holds a character outside
  * [A-Za-z0-9_./+=,:-] (the steps run through /bin/sh); the dry run fails or its steps are not
  * the expected ones; a step cannot be started.
+ * box (build/box.h; NULL: none): the build's sandbox. Every step, the dry run included, runs in
+ * it (build_exec), the private directory lies in its staging directory and is bound writable,
+ * the precompiled header is built there and moved into tag_dir/pch by this side.
  * Ownership: nothing is kept between calls but the learned tags and the precompiled headers
  * (files under tag_dir). */
 #ifndef CA_BUILD_NVCC_SPLIT_H
@@ -40,6 +43,8 @@
 #include "util/proc.h"
 
 enum { NVCC_SPLIT_DONE = 0, NVCC_SPLIT_FALLBACK = 1 };
+
+struct build_box;
 
 /* Whether the split is used with this nvcc (its `--version` text) and environment. */
 bool nvcc_split_enabled(const char *nvcc_version);
@@ -53,7 +58,8 @@ bool nvcc_split_enabled(const char *nvcc_version);
  * is untouched. *predicted (may be NULL): whether the branches ran at once on a prediction that
  * held. */
 int nvcc_split_run(const char *const *argv, const char *src_abs, const char *local_dir,
-		   const char *tag_dir, double timeout_s, struct ca_run_result *rr, bool *predicted);
+		   const char *tag_dir, double timeout_s, struct ca_run_result *rr, bool *predicted,
+		   const struct build_box *box);
 
 /* The module id nvcc gives src_abs under tag (what step 2 predicts), into out. 0, or
  * CA_ERR_LIMIT when out is too small. */

@@ -126,7 +126,9 @@ int build_resolve_nvcc(const struct build_opts *opts, char *out, size_t out_size
 	return 0;
 }
 
-/* `nvcc --version`, cached per process and in <cache>/nvcc/ keyed by the nvcc binary's identity. */
+/* `nvcc --version`, cached per process and in <cache>/nvcc/ keyed by the nvcc binary's identity.
+ * Run outside the build's sandbox (build/box.h), like every probe here: it takes no candidate
+ * input. */
 int build_nvcc_version(const char *nvcc, const char *cache, char *out, size_t out_size,
 		       struct ca_diag *d)
 {

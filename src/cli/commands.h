@@ -32,6 +32,8 @@ int cmd_serve(int argc, char **argv);     /* serve [options] (cmd_serve.c) */
 int cmd_serve_worker(int argc, char **argv); /* serve-worker: serve's worker process */
 int cmd_synth(int argc, char **argv);    /* synth STEP: data synthesis (cmd_synth.c) */
 int cmd_rft(int argc, char **argv);      /* rft: RFT data from trajectories (cmd_rft.c) */
+int cmd_sandbox_exec(int argc, char **argv); /* sandbox-exec: one program in the build
+					      * sandbox (cmd_sandbox_exec.c) */
 int cmd_worker(int argc, char **argv);    /* worker --redis URL: a fleet's node (cmd_serve.c) */
 
 #endif

@@ -48,6 +48,8 @@ static const char main_usage[] =
 	"                                training tasks made from PyTorch's operators\n"
 	"  rft TRAJECTORIES --out F      rejection fine-tuning data (verl's multi-turn SFT format)\n"
 	"                                from solve's trajectories\n"
+	"  sandbox-exec [--ro P] [--rw D] -- PROGRAM [ARGS...]\n"
+	"                                run one program in the build sandbox\n"
 	"  version                       print versions\n"
 	"\n"
 	"Run 'cuda-agent <command> --help' for a command's options.\n"
@@ -467,6 +469,8 @@ int main(int argc, char **argv)
 		return cmd_rft(argc - 1, argv + 1);
 	if (strcmp(argv[1], "worker") == 0)
 		return cmd_worker(argc - 1, argv + 1);
+	if (strcmp(argv[1], "sandbox-exec") == 0)
+		return cmd_sandbox_exec(argc - 1, argv + 1);
 	if (strcmp(argv[1], "serve-worker") == 0)
 		return cmd_serve_worker(argc - 1, argv + 1);
 	fprintf(stderr, "cuda-agent: unknown command '%s'\n%s", argv[1], main_usage);

@@ -306,8 +306,9 @@ static void child_rlimits(struct plan *p)
 		     {RLIMIT_FSIZE, "fsize"},
 		     {RLIMIT_NOFILE, "nofile"},
 		     {RLIMIT_NPROC, "nproc"},
-		     {RLIMIT_CORE, "core"}};
-	uint64_t want[] = {p->rl_cpu, p->rl_fsize, p->rl_nofile, p->rl_nproc, 0};
+		     {RLIMIT_CORE, "core"},
+		     {RLIMIT_AS, "as"}};
+	uint64_t want[] = {p->rl_cpu, p->rl_fsize, p->rl_nofile, p->rl_nproc, 0, p->rl_as};
 	char detail[SANDBOX_DETAIL_MAX] = "";
 	size_t off = 0;
 	bool ok = true;
@@ -345,7 +346,7 @@ static void child_rlimits(struct plan *p)
 		char v[32];
 		if (want[i] == SANDBOX_UNLIMITED)
 			continue;
-		if (names[i].res == RLIMIT_FSIZE)
+		if (names[i].res == RLIMIT_FSIZE || names[i].res == RLIMIT_AS)
 			sandbox_fmt_bytes(v, sizeof v, want[i]);
 		else
 			snprintf(v, sizeof v, "%llu%s", (unsigned long long)want[i],
@@ -401,6 +402,31 @@ static void child_wx(struct plan *p)
 		child_layer(p, SANDBOX_MDWE, rc == 0, "%s", detail);
 		if (rc != 0 && p->filter_alt)
 			p->msg.seccomp_alt = true;
+	}
+}
+
+/* opts->require: a required layer that is off stops the program before it runs. Namespaces
+ * are this attempt's clone flags; the other layers the child decided itself. */
+static void child_require(struct plan *p)
+{
+	static const struct {
+		enum sandbox_layer l;
+		unsigned long flag;
+	} ns[] = {{SANDBOX_MOUNT_NS, CLONE_NEWNS}, {SANDBOX_PID_NS, CLONE_NEWPID},
+		  {SANDBOX_NET_NS, CLONE_NEWNET},  {SANDBOX_IPC_NS, CLONE_NEWIPC},
+		  {SANDBOX_UTS_NS, CLONE_NEWUTS}};
+	for (int l = 0; l < SANDBOX_N_LAYERS; l++) {
+		if (!(p->require & SANDBOX_BIT(l)) || l == SANDBOX_USER_NS || l == SANDBOX_CGROUP)
+			continue; /* decided by the parent; see sandbox_spawn */
+		bool on = p->msg.decided[l] && p->msg.layer[l].on;
+		for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+			if ((int)ns[i].l == l)
+				on = (p->ns & ns[i].flag) != 0;
+		if (!on)
+			child_fail(p, STAGE_REQUIRE, "run without the %s layer, which is required%s%s",
+				   sandbox_layer_name((enum sandbox_layer)l),
+				   p->msg.decided[l] ? ": " : "",
+				   p->msg.decided[l] ? p->msg.layer[l].detail : "");
 	}
 }
 
@@ -479,6 +505,9 @@ _Noreturn void sandbox_child_main(struct plan *p)
 		if (syscall(SYS_setresuid, p->uid, p->uid, p->uid) != 0)
 			child_fail(p, STAGE_SETUP, "set uid %u: %s", p->uid, cerr(errno));
 	}
+	/* After the uid change (a change of credentials clears it) */
+	if (p->kill_with_parent && prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+		child_fail(p, STAGE_SETUP, "die with the caller (PR_SET_PDEATHSIG): %s", cerr(errno));
 	if (p->mount_ns)
 		child_filesystem(p);
 	else
@@ -499,6 +528,7 @@ _Noreturn void sandbox_child_main(struct plan *p)
 	if (p->mount_ns)
 		child_check_binds(p);
 	child_wx(p);
+	child_require(p);
 	/* Last: the filter. Only send() and execve() follow, both allowed. */
 	if (p->seccomp) {
 		struct sock_fprog prog = {.len = p->filter_len, .filter = p->filter};

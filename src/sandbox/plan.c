@@ -107,6 +107,7 @@ int sandbox_plan_system(struct plan *p)
 {
 	static const char *const dirs[] = {"/usr", "/etc",   "/opt",   "/bin",    "/sbin",
 					   "/lib", "/lib64", "/lib32", "/libx32", NULL};
+	static const char *const etc[] = {SANDBOX_MINIMAL_ETC, NULL};
 	static const char *const devs[] = {"/dev/null",   "/dev/zero",    "/dev/full",
 					   "/dev/random", "/dev/urandom", NULL};
 	int rc;
@@ -115,6 +116,18 @@ int sandbox_plan_system(struct plan *p)
 		struct stat st;
 		if (lstat(*dir, &st) != 0)
 			continue;
+		if (p->minimal_etc && strcmp(*dir, "/etc") == 0) {
+			/* an empty /etc with the few entries compilers read */
+			if ((rc = plan_add(p, (struct mnt){.kind = MK_DIR, .dst = "/etc"})))
+				return rc;
+			for (const char *const *e = etc; *e; e++)
+				if ((rc = plan_add(p, (struct mnt){.kind = MK_BIND,
+								   .src = *e,
+								   .dst = *e,
+								   .optional = true})))
+					return rc;
+			continue;
+		}
 		if (S_ISLNK(st.st_mode)) {
 			char target[PATH_MAX];
 			ssize_t n = readlink(*dir, target, sizeof target - 1);

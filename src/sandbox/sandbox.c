@@ -154,6 +154,7 @@ static enum attempt_rc attempt(struct sandbox *sb, struct plan *p, unsigned long
 	memset(&p->msg, 0, sizeof p->msg);
 	p->sock = sv[1];
 	p->mount_ns = (ns & CLONE_NEWNS) != 0;
+	p->ns = ns;
 	p->set_ids = user || root;
 	p->can_setgroups = root;
 	p->uts = (ns & CLONE_NEWUTS) != 0;
@@ -204,6 +205,8 @@ static enum attempt_rc attempt(struct sandbox *sb, struct plan *p, unsigned long
 	}
 	if (got_error) {
 		rc = stage == STAGE_SETUP ? ATT_SETUP : ATT_FATAL;
+		if (stage == STAGE_REQUIRE)
+			*err_code = CA_ERR_UNSUPPORTED;
 		goto kill_child;
 	}
 	if (!got_report) {
@@ -405,6 +408,7 @@ static void plan_settings(struct plan *p, const struct sandbox_opts *o, unsigned
 	p->rl_fsize = o->fsize_bytes ? o->fsize_bytes : DEFAULT_FSIZE;
 	p->rl_nofile = o->nofile ? o->nofile : DEFAULT_NOFILE;
 	p->rl_nproc = o->nproc ? o->nproc : DEFAULT_NPROC;
+	p->rl_as = o->as_bytes ? o->as_bytes : SANDBOX_UNLIMITED;
 	p->rlimits = !(dis & SANDBOX_BIT(SANDBOX_RLIMITS));
 	p->uid = root ? (o->uid ? o->uid : DEFAULT_RUN_ID) : (unsigned)geteuid();
 	p->gid = root ? (o->gid ? o->gid : DEFAULT_RUN_ID) : (unsigned)getegid();
@@ -412,11 +416,14 @@ static void plan_settings(struct plan *p, const struct sandbox_opts *o, unsigned
 	p->tmp_dir = o->tmp_dir;
 	p->shm_dir = o->shm_dir;
 	p->no_gpu = o->no_gpu;
+	p->minimal_etc = o->minimal_etc;
+	p->kill_with_parent = o->kill_with_parent;
 	p->wx_seccomp = !(dis & SANDBOX_BIT(SANDBOX_SECCOMP_WX));
 	p->mdwe = !(dis & SANDBOX_BIT(SANDBOX_MDWE));
 	p->noexec = !(dis & SANDBOX_BIT(SANDBOX_NOEXEC));
 	p->landlock = !(dis & SANDBOX_BIT(SANDBOX_LANDLOCK));
 	p->in_fd = p->out_fd = p->err_fd = p->sock = -1;
+	p->require = o->require & ~dis;
 }
 
 /* Mounts, environment, Landlock paths and the seccomp filter: everything the child applies. */
@@ -480,6 +487,7 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	char shown[256];
 
 	memset(sb, 0, sizeof *sb);
+	sb->err_from_child = -1;
 	sb->child.pid = -1;
 	sb->child.to_child = sb->child.from_child = -1;
 	dis = disabled_layers(rep, o);
@@ -512,7 +520,15 @@ int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sand
 	if ((rc = plan_everything(sb, p, o, dis, root, d)) != 0)
 		goto fail;
 
-	if (stderr_path) {
+	if (o->capture_stderr) {
+		int ep[2];
+		if (pipe2(ep, O_CLOEXEC) != 0) {
+			rc = ca_fail(d, CA_ERR_IO, "sandbox: pipe: %s", strerror(errno));
+			goto fail;
+		}
+		sb->err_from_child = ep[0];
+		err_fd = ep[1];
+	} else if (stderr_path) {
 		err_fd = open(stderr_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (err_fd < 0) {
 			rc = ca_fail(d, CA_ERR_IO, "sandbox: cannot open %s: %s",
@@ -568,6 +584,10 @@ fail:
 	}
 	if (err_fd >= 0)
 		close(err_fd);
+	if (sb->err_from_child >= 0) {
+		close(sb->err_from_child);
+		sb->err_from_child = -1;
+	}
 	sandbox_cgroup_remove(sb);
 	if (p)
 		sandbox_plan_free(p);
@@ -576,6 +596,10 @@ fail:
 
 void sandbox_finish(struct sandbox *sb, double grace_s, struct ca_run_result *r)
 {
+	if (sb->err_from_child >= 0) {
+		close(sb->err_from_child);
+		sb->err_from_child = -1;
+	}
 	ca_child_finish(&sb->child, grace_s, r);
 	sandbox_cgroup_remove(sb);
 }

@@ -7,7 +7,8 @@
  *   user_ns      new user namespace; the program runs as one mapped id (see "identity")
  *   mount_ns, pid_ns, net_ns (no interfaces, lo down), ipc_ns, uts_ns, cgroup_ns
  *   filesystem   a fresh read-only root (tmpfs + pivot_root) holding read-only binds of /usr,
- *                /etc, /opt, /lib*, /bin, /sbin, a minimal /dev (null, zero, random, urandom,
+ *                /etc (only SANDBOX_MINIMAL_ETC of it with opts->minimal_etc), /opt, /lib*,
+ *                /bin, /sbin, a minimal /dev (null, zero, random, urandom,
  *                full, every /dev/nvidia* node unless opts->no_gpu), a fresh /proc for
  *                the PID namespace (CUDA needs it), a fresh read-only /sys, at /tmp and /dev/shm either a private
  *                size-capped tmpfs or the caller's scratch directories (opts->tmp_dir,
@@ -15,7 +16,8 @@
  *                visible.
  *   no_new_privs prctl(PR_SET_NO_NEW_PRIVS)
  *   capabilities bounding, ambient, permitted, effective and inheritable sets emptied
- *   rlimits      CPU, FSIZE, NOFILE, NPROC, CORE (never AS: CUDA reserves huge ranges)
+ *   rlimits      CPU, FSIZE, NOFILE, NPROC, CORE; AS only when opts->as_bytes asks (never for
+ *                a program with the GPU: CUDA reserves huge ranges)
  *   cgroup       cgroup v2 memory.max + pids.max, where /sys/fs/cgroup is a writable cgroup2
  *   seccomp      default allow (the CUDA driver needs many ioctls), kill the process (SIGSYS)
  *                on ptrace, process_vm_*, bpf, mount and the new mount API, pivot_root,
@@ -202,7 +204,39 @@ struct sandbox_opts {
 	 * docs/protocol.md, device data); every other descriptor of the caller stays out. */
 	const int *pass_fds;
 	size_t n_pass_fds; /* at most SANDBOX_MAX_PASS_FDS */
+	/* Not the host's whole /etc: only what compilers and the dynamic loader read
+	 * (SANDBOX_MINIMAL_ETC below, each where it exists). The build profile. */
+	bool minimal_etc;
+	uint64_t as_bytes; /* RLIMIT_AS per process; 0: not set (see rlimits) */
+	/* stderr to a pipe of its own (sb->err_from_child) instead of stderr_path */
+	bool capture_stderr;
+	/* SANDBOX_BIT()s of layers that must come on: when one is off the program is killed
+	 * before it runs (it waits for the go after the report) and the spawn fails with
+	 * CA_ERR_UNSUPPORTED naming it (strict asks this of every attempted layer). */
+	unsigned require;
+	/* The program is killed (SIGKILL) when the thread that started it ends, the caller's
+	 * process included (PR_SET_PDEATHSIG, set after the uid change, which clears it): for
+	 * programs run to completion by one thread (sandbox_run), so that killing the caller
+	 * (`cuda-agent sandbox-exec`, a build) leaves nothing running. */
+	bool kill_with_parent;
 };
+
+/* What minimal_etc leaves of /etc: the loader's cache and configuration, the alternatives
+ * (Debian's cc, c++ and ld are symlinks through /etc/alternatives), the user and group names
+ * and how to look them up, the time zone. */
+#define SANDBOX_MINIMAL_ETC                                                                   \
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",        \
+		"/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime"
+
+/* The build profile (sandbox_build_opts): what every build of candidate code runs in. */
+#define SANDBOX_BUILD_AS_BYTES  (16ull << 30) /* RLIMIT_AS per process */
+#define SANDBOX_BUILD_TMP_BYTES (2ull << 30)  /* the private /tmp */
+#define SANDBOX_BUILD_NPROC     512ull
+/* Layers without which no build runs (unless $CUDA_AGENT_SANDBOX=0 says to run unsandboxed) */
+#define SANDBOX_BUILD_REQUIRED                                                                 \
+	(SANDBOX_BIT(SANDBOX_MOUNT_NS) | SANDBOX_BIT(SANDBOX_PID_NS) |                          \
+	 SANDBOX_BIT(SANDBOX_NET_NS) | SANDBOX_BIT(SANDBOX_FILESYSTEM) |                        \
+	 SANDBOX_BIT(SANDBOX_NO_NEW_PRIVS))
 
 #define SANDBOX_MAX_PASS_FDS 32
 
@@ -234,6 +268,7 @@ struct sandbox {
 	char scratch[2][PATH_MAX];
 	char mount_points[SANDBOX_MOUNT_POINTS_MAX];
 	size_t mount_points_len;
+	int err_from_child; /* read end of its stderr with opts->capture_stderr; else -1 */
 };
 
 /* What sandbox_scratch_list() found. */
@@ -251,6 +286,25 @@ struct sandbox_scratch_list {
  * is -1; sb->report says what had been decided). */
 int sandbox_spawn(struct sandbox *sb, const char *const *argv, const struct sandbox_opts *opts,
 		  const char *stderr_path, struct ca_diag *d);
+
+/* The build profile into *o (zeroed first): no GPU nodes, processes allowed (compilers fork
+ * their steps), minimal /etc, RLIMIT_AS SANDBOX_BUILD_AS_BYTES, a private /tmp of
+ * SANDBOX_BUILD_TMP_BYTES, nproc SANDBOX_BUILD_NPROC; the network, like every namespace, is
+ * always attempted; required (opts->require): SANDBOX_BUILD_REQUIRED. The caller adds env, cwd
+ * and binds. */
+void sandbox_build_opts(struct sandbox_opts *o);
+
+/* ca_run() inside the sandbox: starts argv (argv[0] absolute inside) with opts (NULL: all
+ * defaults; capture_stderr is forced on), writes ro->stdin_data to its stdin (else end of
+ * file), captures stdout and stderr up to ro->stdout_cap / stderr_cap (the rest counted as
+ * dropped), and waits for it until ro->timeout_s (<= 0: no limit), when the whole sandbox is
+ * killed (r->timed_out). The PID namespace means nothing it started outlives it. ro's env_add
+ * and cwd are ignored (opts says them). Returns 0 with r filled (free with
+ * ca_run_result_free) and *rep (may be NULL) the layers, or a negative code when the sandbox
+ * could not be set up (r zeroed). */
+int sandbox_run(const char *const *argv, const struct sandbox_opts *opts,
+		const struct ca_run_opts *ro, struct ca_run_result *r, struct sandbox_report *rep,
+		struct ca_diag *d);
 
 /* ca_child_finish() on sb->child (the program and, through the PID namespace, everything it
  * started die), then removes the cgroup (after noting an OOM kill in sb->oom_killed). Safe to

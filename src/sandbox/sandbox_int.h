@@ -57,7 +57,7 @@ struct mnt {
 };
 
 enum { MSG_REPORT = 1, MSG_ERROR = 2 };
-enum { STAGE_SETUP = 1, STAGE_EXEC = 2 };
+enum { STAGE_SETUP = 1, STAGE_EXEC = 2, STAGE_REQUIRE = 3 };
 
 /* The one record the child sends before exec (or instead of it). */
 struct child_msg {
@@ -80,11 +80,13 @@ struct plan {
 	char tmp_opts[64], shm_opts[64], root_opts[64];
 	const char *tmp_dir, *shm_dir; /* scratch directories bound at /tmp, /dev/shm; or NULL */
 	bool no_gpu;                   /* opts->no_gpu: no /dev/nvidia* binds */
+	bool minimal_etc;              /* opts->minimal_etc: only SANDBOX_MINIMAL_ETC of /etc */
+	bool kill_with_parent;         /* opts->kill_with_parent */
 	char *exec_path;               /* argv[0] in a page of its own (see seccomp.c); or NULL */
 	size_t exec_map_len;
 	const char *cwd;
 	uint64_t tmp_bytes;
-	uint64_t rl_cpu, rl_fsize, rl_nofile, rl_nproc;
+	uint64_t rl_cpu, rl_fsize, rl_nofile, rl_nproc, rl_as;
 	bool rlimits;
 	unsigned uid, gid;
 	bool set_ids, can_setgroups;
@@ -104,8 +106,10 @@ struct plan {
 							    * without the filesystem layer */
 	size_t n_ll;
 	bool cgroup_ns, uts;
+	unsigned require; /* opts->require: SANDBOX_BIT()s the child checks before execve */
 	/* per attempt */
 	bool mount_ns;
+	unsigned long ns; /* the CLONE_NEW* flags of this attempt (user excluded) */
 	int in_fd, out_fd, err_fd, sock;
 	const int *pass_fds;
 	size_t n_pass_fds;
