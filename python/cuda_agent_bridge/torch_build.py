@@ -8,12 +8,16 @@ spec). Each translation unit is compiled once into a content-addressed object ca
 (``<cache>/torch/obj/<key>.o``) by ``c++`` or ``nvcc`` with torch's own flags, in parallel, and the
 objects are linked into ``<cache>/torch/lib/<linkkey>/<name>.so``; both are written under a temp
 name and renamed, so concurrent builders are safe. Only compilers run: the built library is never
-loaded here. Before building a workdir, its ``model_new.py`` goes through the static check
-(``static_check``, docs/torch-rules.md): a refused workdir is not compiled and its report has
-status ``refused`` with the reason ``code`` (``hack.harness_tampering``, ``hack.torch_compute``,
-``candidate.load_failed``). The answer is a report dict (``status``, ``message``, ``errors``,
-counts, ``hash``, ``modules``, ``code``, ``notes``, ``torch_lib``); the CLI prints it as one JSON
-line on stdout.
+loaded here. The build is candidate code too: a spec's flags must pass an allow list
+(``check_flags``), and every compiler and linker runs in ``cuda-agent sandbox-exec``, writing only
+into a fresh staging directory from which the trusted side copies the checked output into the cache
+(``find_sandbox``, ``_run``, ``_adopt``); errors never quote files outside the candidate's sources
+and the toolkit (``_error_lines``). Before building a workdir, its ``model_new.py`` goes through
+the static check (``static_check``, docs/torch-rules.md): a refused workdir is not compiled and its
+report has status ``refused`` with the reason ``code`` (``hack.harness_tampering``,
+``hack.torch_compute``, ``candidate.load_failed``). The answer is a report dict (``status``,
+``message``, ``errors``, counts, ``hash``, ``modules``, ``code``, ``notes``, ``torch_lib``); the
+CLI prints it as one JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -66,29 +70,18 @@ _IGNORED_ARGS = ("build_directory", "verbose", "keep_intermediates", "use_pch")
 # Environment variables that change what gcc/nvcc produce: part of every unit's key.
 _KEY_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "GCC_EXEC_PREFIX",
             "COMPILER_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
-# Flag words refused in extra flags (checked on each word and on its ','/'='-separated parts):
-# they run other programs, load code into the compiler or linker, or write to chosen paths.
-# Defence in depth against candidate-chosen flags, not a sandbox (docs/torch-build.md).
-_DENY_EXACT = frozenset({
-    "-wrapper", "-ccbin", "--compiler-bindir", "--ld-path", "-plugin", "--plugin", "-dumpdir",
-    "--output-file", "-odir", "--output-directory", "-keep-dir", "--keep-dir", "-objtemp",
-    "--dependency-output", "--generate-dependencies-with-compile",
-    "--generate-nonsystem-dependencies-with-compile", "-MD", "-MMD", "--run", "-run",
-})
-_DENY_PREFIX = ("-fplugin", "-B", "-specs", "--specs", "@", "-o", "-M", "-save-temps",
-                "--save-temps", "-fprofile-generate", "-fprofile-dir", "-fprofile-update",
-                "-fdump-", "--plugin-opt", "-plugin-opt")
-_ALLOW = frozenset({"-Bstatic", "-Bdynamic", "-Bsymbolic", "-Bsymbolic-functions"})
 
 
 class BuildFailure(Exception):
     """Ends a build with a report of this status."""
 
-    def __init__(self, status: str, message: str, errors: Sequence[str] = ()) -> None:
+    def __init__(self, status: str, message: str, errors: Sequence[str] = (),
+                 code: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.errors = list(errors)
+        self.code = code
 
 
 # ---- specs --------------------------------------------------------------------------------------
@@ -223,6 +216,177 @@ def inline_sources(spec: dict[str, Any]) -> dict[str, str]:
                          "#include <cuda_runtime.h>"]
         files["cuda.cu"] = "\n".join(cuda)
     return files
+
+
+# ---- candidate-chosen flags: an allow list -------------------------------------------------------
+# Every word of extra_cflags (host compiler), extra_cuda_cflags (nvcc) and extra_ldflags (the
+# host compiler as linker driver) must match an entry below, option name and value shape; the
+# words nvcc hands to ptxas, the host compiler and cudafe++ (-Xptxas, -Xcompiler, -Xcudafe) and
+# gcc hands to ld (-Wl, -Xlinker) are checked one by one against that tool's own list. Nothing
+# on these lists names a file to write, a program or plugin to run, or a file to read outside
+# the toolkit, torch and the system (docs/torch-build.md, "Flags").
+_DOC = "docs/torch-build.md, section Flags, lists what is allowed"
+_VAL = r"[A-Za-z0-9_.+\-]*"  # a macro value: no quote, slash, space, comma, '@', '$'
+_STD = r"(c|gnu)\+\+(11|14|17|20|23|0x|1y|1z|2a|2b)"
+_SM = r"(sm|compute|lto)_\d+[af]?"
+_GENCODE = rf"arch=compute_\d+[af]?,code=\[?{_SM}(,{_SM})*\]?"
+_MACRO_D = rf"[A-Za-z_]\w*(={_VAL})?"
+_MACRO_U = r"[A-Za-z_]\w*"
+_HOST_F = ("fast-math|unroll-loops|unroll-all-loops|strict-aliasing|omit-frame-pointer|"
+           "math-errno|trapping-math|finite-math-only|associative-math|reciprocal-math|"
+           "signed-zeros|tree-vectorize|tree-slp-vectorize|permissive|exceptions|rtti|plt|"
+           "semantic-interposition|strict-overflow|inline-functions|prefetch-loop-arrays|"
+           "peel-loops|ipa-pta|stack-protector|visibility-inlines-hidden|PIC|pic")
+_ISA = "avx|avx2|avx512[a-z0-9]*|fma|f16c|sse[0-9.]*|ssse3|bmi|bmi2|popcnt|lzcnt"
+
+
+def _words(*patterns: str) -> re.Pattern[str]:
+    return re.compile("(?:" + "|".join(f"(?:{p})" for p in patterns) + r")\Z")
+
+
+# Host compiler words (extra_cflags; each -Xcompiler part in extra_cuda_cflags).
+_HOST = _words(
+    r"-O[0-3sgz]?", r"-Ofast", r"-g[0-3]?", r"-w", r"-pipe", r"-pthread", rf"-std={_STD}",
+    rf"-D{_MACRO_D}", rf"-U{_MACRO_U}", rf"-f(no-)?({_HOST_F})",
+    r"-W(no-)?(error=)?[b-km-oq-z][a-z0-9+-]*(=\d+)?", r"-W(no-)?(error=)?[alp][a-z0-9+-]+(=\d+)?",
+    r"-Werror", r"-fvisibility=(hidden|default)", r"-ffp-contract=(fast|on|off)",
+    r"-fmax-errors=\d+", r"-f(constexpr-depth|constexpr-steps|template-depth)=\d+",
+    r"-fdiagnostics-color(=(always|never|auto))?", r"-m(arch|tune|cpu)=[a-z0-9_.+-]+",
+    rf"-m(no-)?({_ISA})")
+# nvcc words (extra_cuda_cflags).
+_NVCC = _words(
+    r"-O[0-3]", r"--?use_fast_math", r"--?std=c\+\+(11|14|17|20)", rf"-D{_MACRO_D}",
+    rf"-U{_MACRO_U}", r"-lineinfo", r"--generate-line-info", r"-G", r"--device-debug", r"-g",
+    r"--?expt-relaxed-constexpr", r"--?expt-extended-lambda", r"--?extended-lambda",
+    r"--?maxrregcount=\d+", r"-res-usage", r"--resource-usage", r"--?extra-device-vectorization",
+    r"--?restrict", r"--?allow-unsupported-compiler", r"-w", r"--disable-warnings",
+    r"-W(no-)?[b-km-oq-z][a-z0-9-]*(=[a-z0-9,-]+)?", r"-W(no-)?[alp][a-z0-9-]+(=[a-z0-9,-]+)?",
+    r"--?(ftz|prec-div|prec-sqrt|fmad)=(true|false)", r"--?diag-suppress=\d+(,\d+)*",
+    r"--?display-error-number", r"--?default-stream=(legacy|null|per-thread)", r"--threads=\d+",
+    rf"-arch={_SM}", rf"--gpu-architecture={_SM}", rf"-code={_SM}(,{_SM})*",
+    rf"--gpu-code={_SM}(,{_SM})*", rf"-gencode={_GENCODE}", rf"--generate-code={_GENCODE}")
+# ptxas words (-Xptxas / --ptxas-options parts).
+_PTXAS = _words(
+    r"-v", r"--verbose", r"-O[0-3]", r"--opt-level=[0-3]", r"-warn-spills", r"--warn-on-spills",
+    r"-warn-lmem-usage", r"--warn-on-local-memory-usage", r"-warn-double-usage",
+    r"--warn-on-double-precision-use", r"--?maxrregcount=\d+", r"--?dlcm=(ca|cg|cs)",
+    r"--def-load-cache=(ca|cg|cs|lu|cv)", r"--?dscm=(wb|cg|cs|wt)",
+    r"--def-store-cache=(wb|cg|cs|wt)", r"--?allow-expensive-optimizations(=(true|false))?",
+    r"--suppress-stack-size-warning", r"--disable-optimizer-constants")
+# cudafe++ words (-Xcudafe parts).
+_CUDAFE = _words(r"--diag_suppress=\w+", r"--diag_warning=\w+", r"--display_error_number")
+# Link words (extra_ldflags; the host compiler drives the link): the libraries the rules allow.
+_LINK = _words(
+    r"-l(cudart|cublas|cublasLt|cudnn|c10|c10_cuda|torch|torch_cpu|torch_cuda|torch_python|"
+    r"stdc\+\+|m)", r"-O[0-3]", r"-g[0-3]?", r"-shared", r"-fPIC", r"-pthread")
+# ld words (-Wl parts, -Xlinker values); "-z" takes the next part.
+_LD = _words(r"-O[01]", r"--as-needed", r"--no-as-needed", r"-Bdynamic", r"-Bsymbolic",
+             r"-Bsymbolic-functions", r"--gc-sections", r"--no-undefined")
+_LD_Z = _words(r"defs|now|relro|noexecstack")
+# Options that take the next word as their value, per tool: the value's check.
+_PAIRS: dict[str, dict[str, str]] = {
+    "cxx": {"-D": "macro_d", "-U": "macro_u", "-I": "dir", "-isystem": "dir"},
+    "nvcc": {"-D": "macro_d", "-U": "macro_u", "-I": "dir", "-isystem": "dir",
+             "-gencode": "gencode", "--generate-code": "gencode", "-arch": "sm",
+             "--gpu-architecture": "sm", "-code": "sm", "--gpu-code": "sm",
+             "-Xptxas": "ptxas", "--ptxas-options": "ptxas", "-Xcompiler": "host",
+             "--compiler-options": "host", "-Xcudafe": "cudafe", "-maxrregcount": "int",
+             "--maxrregcount": "int", "-std": "std", "--std": "std",
+             "-default-stream": "stream", "--default-stream": "stream", "--threads": "int",
+             "-diag-suppress": "ints", "--diag-suppress": "ints"},
+    "link": {"-l": "lib", "-L": "dir", "-Xlinker": "ld1"},
+}
+_VALUE_RE = {"macro_d": re.compile(_MACRO_D + r"\Z"), "macro_u": re.compile(_MACRO_U + r"\Z"),
+             "gencode": re.compile(_GENCODE + r"\Z"), "sm": re.compile(rf"{_SM}(,{_SM})*\Z"),
+             "int": re.compile(r"\d{1,6}\Z"), "ints": re.compile(r"\d+(,\d+)*\Z"),
+             "std": re.compile(r"c\+\+(11|14|17|20)\Z"),
+             "stream": re.compile(r"(legacy|null|per-thread)\Z")}
+# Joined pass-through forms: option=parts (nvcc), or -Wl,parts (the link driver).
+_PASS_JOINED = {"nvcc": {"-Xptxas=": "ptxas", "--ptxas-options=": "ptxas",
+                         "-Xcompiler=": "host", "--compiler-options=": "host",
+                         "-Xcudafe=": "cudafe"},
+                "cxx": {}, "link": {"-Wl,": "ld"}}
+_JOINED_DIR = {"cxx": "-I", "nvcc": "-I", "link": "-L"}
+_INNER = {"ptxas": (_PTXAS, "ptxas"), "host": (_HOST, "the host compiler"),
+          "cudafe": (_CUDAFE, "cudafe++"), "ld1": (_LD, "the linker")}
+MAX_FLAG_WORD = 300
+
+
+class FlagRefused(Exception):
+    """A candidate-chosen flag word that is not on the allow list."""
+
+
+def _refuse(word: str, why: str = "") -> FlagRefused:
+    shown = word if len(word) <= 80 else word[:77] + "..."
+    return FlagRefused(f"flag {shown!r} is not allowed{why} ({_DOC})")
+
+
+def _visible(path: str, roots: Sequence[str]) -> bool:
+    """Whether path resolves inside one of roots (the toolkit, torch, the system)."""
+    if not os.path.isabs(path) or "\0" in path:
+        return False
+    real = os.path.realpath(path)
+    return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _check_parts(value: str, kind: str, word: str) -> None:
+    """The comma-separated parts a pass-through option hands to another tool."""
+    parts = value.split(",")
+    if kind == "ld":
+        i = 0
+        while i < len(parts):
+            if parts[i] == "-z" and i + 1 < len(parts) and _LD_Z.match(parts[i + 1]):
+                i += 2
+                continue
+            if not _LD.match(parts[i]):
+                raise _refuse(word, f": the linker option {parts[i][:60]!r} is not on the list")
+            i += 1
+        return
+    table, tool = _INNER[kind]
+    for part in [value] if kind == "ld1" else parts:
+        if not table.match(part):
+            raise _refuse(word, f": {part[:60]!r} is not on the list for {tool}")
+
+
+def _check_value(kind: str, value: str, word: str, roots: Sequence[str]) -> None:
+    if kind == "dir":
+        if not _visible(value, roots):
+            raise _refuse(f"{word} {value}", ": an include or library directory must be an "
+                                             "absolute path inside the toolkit, torch or /usr")
+    elif kind == "lib":
+        if not _LINK.match("-l" + value):
+            raise _refuse(f"{word} {value}")
+    elif kind in ("ptxas", "host", "cudafe", "ld1"):
+        _check_parts(value, kind, f"{word} {value}")
+    elif not _VALUE_RE[kind].match(value):
+        raise _refuse(f"{word} {value}")
+
+
+def check_flags(words: Sequence[str], tool: str, roots: Sequence[str]) -> None:
+    """Raises FlagRefused for the first word (or option and value) of ``words`` that the allow
+    list of ``tool`` ("cxx": extra_cflags, "nvcc": extra_cuda_cflags, "link": extra_ldflags)
+    does not have; roots are the directories -I/-isystem/-L may name."""
+    table = {"cxx": _HOST, "nvcc": _NVCC, "link": _LINK}[tool]
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if len(word) > MAX_FLAG_WORD:
+            raise _refuse(word, f": longer than {MAX_FLAG_WORD} characters")
+        pair = _PAIRS[tool].get(word)
+        if pair is not None:
+            if i + 1 >= len(words):
+                raise _refuse(word, ": its value is missing")
+            _check_value(pair, words[i + 1], word, roots)
+            i += 2
+            continue
+        joined = next((p for p in _PASS_JOINED[tool] if word.startswith(p)), None)
+        if joined is not None:
+            _check_parts(word[len(joined):], _PASS_JOINED[tool][joined], word)
+        elif word.startswith(_JOINED_DIR[tool]) and len(word) > 2:
+            _check_value("dir", word[2:], word[:2], roots)
+        elif not table.match(word):
+            raise _refuse(word)
+        i += 1
 
 
 # ---- toolchain ----------------------------------------------------------------------------------
@@ -404,7 +568,7 @@ def _cxx() -> str:
     found = _which(want)
     if found is None:
         raise BuildFailure("build.internal", f"C++ compiler {want!r} not found (set CXX)")
-    return found
+    return os.path.realpath(found)  # no symlink through /etc/alternatives, which the sandbox lacks
 
 
 def _nvcc() -> str:
@@ -415,7 +579,39 @@ def _nvcc() -> str:
         found = shutil.which("nvcc") or _which("/usr/local/cuda/bin/nvcc")
     if found is None:
         raise BuildFailure("build.internal", "nvcc not found (set NVCC or put nvcc on PATH)")
-    return found
+    return os.path.realpath(found)
+
+
+_SYSTEM_ROOTS = ("/usr", "/opt")  # what the sandbox shows anyway (with /lib*, /bin, /sbin)
+_SANDBOX_VISIBLE = ("/usr", "/opt", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
+
+
+def _toolkit_roots() -> tuple[str, ...]:
+    """Real paths of the directories a build reads besides its own sources: the system (/usr,
+    /opt), torch's include and library directories, Python's include directory and the
+    library directories of torch's link flags (the CUDA toolkit's)."""
+    t = _torch()
+    dirs = [*_SYSTEM_ROOTS, *t.include_cpu, t.lib_dir, sysconfig.get_paths()["include"]]
+    for more in (_include_cuda, lambda: _torch_ldflags(True), lambda: _torch_ldflags(False)):
+        try:
+            dirs += [d[2:] if d.startswith("-L") else d for d in more()
+                     if not d.startswith("-l")]
+        except BuildFailure:
+            pass
+    return tuple(dict.fromkeys(os.path.realpath(d) for d in dirs if os.path.isabs(d)))
+
+
+def _bind_roots(dirs: Sequence[str]) -> list[str]:
+    """The existing directories of dirs the sandbox does not show already, none inside
+    another."""
+    def inside(d: str, root: str) -> bool:
+        return d == root or d.startswith(root.rstrip("/") + "/")
+
+    out: list[str] = []
+    for d in sorted({os.path.realpath(x) for x in dirs}, key=len):
+        if os.path.isdir(d) and not any(inside(d, r) for r in (*_SANDBOX_VISIBLE, *out)):
+            out.append(d)
+    return out
 
 
 @functools.lru_cache(maxsize=8)
@@ -550,40 +746,42 @@ def _inline_module(index: int, raw: Any, count: int) -> _Module:
     if not spec["cpp_sources"] and not spec["cuda_sources"]:
         raise BuildFailure("build.no_sources", f"{label}spec {spec['name']} has no cpp_sources "
                                                "and no cuda_sources")
+    roots = _toolkit_roots()
     includes = []
     for path in spec["extra_include_paths"]:
         path = path.strip()
-        if os.path.isabs(path) and os.path.isdir(path):
-            includes.append(path)
-        else:
+        if not (os.path.isabs(path) and os.path.isdir(path)):
             print(f"torch_build: {label}ignoring extra include path {path!r} (not an existing "
                   "absolute directory)", file=sys.stderr)
+        elif _visible(path, roots):
+            includes.append(path)
+        else:
+            raise BuildFailure("build.error", f"{label}extra include path {path[:80]!r} is not "
+                                              "allowed: only directories of the toolkit, torch "
+                                              f"and /usr, /opt ({_DOC})")
     units = [_Unit(n, text.encode("utf-8"), n.endswith(".cu"))
              for n, text in inline_sources(spec).items()]
     cuda = bool(spec["cuda_sources"]) or spec["with_cuda"] is True
     return _Module(spec["name"], spec_key(spec), label, units, [], cuda, includes,
-                   _split_flags(spec["extra_cflags"], label),
-                   _split_flags(spec["extra_cuda_cflags"], label),
-                   _split_flags(spec["extra_ldflags"], label))
+                   _split_flags(spec["extra_cflags"], label, "cxx", roots),
+                   _split_flags(spec["extra_cuda_cflags"], label, "nvcc", roots),
+                   _split_flags(spec["extra_ldflags"], label, "link", roots))
 
 
-def _split_flags(flags: list[str], label: str) -> list[str]:
-    """Each flag split as torch's ninja file (a shell) splits it, refused words checked."""
+def _split_flags(flags: list[str], label: str, tool: str, roots: Sequence[str]) -> list[str]:
+    """Each flag split as torch's ninja file (a shell) splits it; the words checked against the
+    allow list of the tool (check_flags)."""
     out: list[str] = []
     for flag in flags:
         try:
-            words = shlex.split(flag.strip())
+            out += shlex.split(flag.strip())
         except ValueError as exc:
             raise BuildFailure("build.error", f"{label}bad flag {flag[:80]!r}: {exc}") from exc
-        for word in words:
-            for part in [word, *re.split(r"[,=]", word)]:
-                if part in _ALLOW:
-                    continue
-                if part in _DENY_EXACT or part.startswith(_DENY_PREFIX):
-                    raise BuildFailure("build.error", f"{label}flag {word[:80]!r} is not allowed "
-                                                      "(it runs programs, loads plugins or "
-                                                      "writes files)")
-        out += words
+    try:
+        check_flags(out, tool, roots)
+    except FlagRefused as exc:
+        what = {"cxx": "extra_cflags", "nvcc": "extra_cuda_cflags", "link": "extra_ldflags"}[tool]
+        raise BuildFailure("build.error", f"{label}{what}: {exc}") from exc
     return out
 
 
@@ -614,7 +812,8 @@ def _plan(module: _Module, arch: str) -> None:
             nvcc = _nvcc()
             argv = [nvcc, *common, *t.nvcc_flags, _gencode(arch), "--compiler-options", "-fPIC",
                     *module.cuda_cflags]
-            if not any(f.startswith("-std=") or f == "-std" for f in argv):
+            if not any(f.startswith(("-std=", "--std=")) or f in ("-std", "--std")
+                       for f in argv):
                 argv.append("-std=c++17")
             versions = [_version(nvcc), _version(cxx)]
         else:
@@ -630,30 +829,105 @@ def _plan(module: _Module, arch: str) -> None:
 
 @dataclass
 class _Run:
-    status: str  # ok, failed, timeout, skipped
+    status: str  # ok, failed, timeout, skipped, sandbox (the sandbox could not start)
     output: str = ""
     rc: int = 0
 
 
-def _run(argv: list[str], cwd: str, deadline: float, stop: threading.Event) -> _Run:
-    """One compiler command in its own process group (killed whole at the deadline); output
-    (stdout and stderr together) read back up to MAX_OUTPUT bytes."""
+SANDBOX_SETUP_FAILED = 125  # cuda-agent sandbox-exec: the sandbox could not be set up
+SANDBOX_TIMEOUT = 124
+SANDBOX_OFF_ENV = "CUDA_AGENT_SANDBOX"
+MAX_ARTIFACT = 1 << 30  # bytes of one object or library a build may hand back
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How compilers and linkers run: ``exe`` is the cuda-agent binary whose ``sandbox-exec``
+    runs each command (docs/security.md), or None: unsandboxed (CUDA_AGENT_SANDBOX=0 or
+    --no-sandbox only)."""
+
+    exe: str | None
+
+
+def find_sandbox(sandbox: str | bool = True) -> Sandbox:
+    """The sandbox of a build: False runs unsandboxed, a string is the cuda-agent binary, True
+    finds it (CUDA_AGENT_SANDBOX=0: unsandboxed; else $CUDA_AGENT_ROOT/build/cuda-agent, the
+    checkout's build/cuda-agent, cuda-agent on PATH). BuildFailure ("env.sandbox") when none is
+    found: a build never falls back to running unsandboxed by itself."""
+    if sandbox is False or (sandbox is True and os.environ.get(SANDBOX_OFF_ENV) == "0"):
+        print("torch_build: the compilers run WITHOUT the sandbox (CUDA_AGENT_SANDBOX=0 or "
+              "--no-sandbox): candidate flags and sources reach the host", file=sys.stderr)
+        return Sandbox(None)
+    if isinstance(sandbox, str):
+        found = _which(sandbox)
+        if found is None:
+            raise _sandbox_failure(f"{sandbox} is not an executable file")
+        return Sandbox(os.path.abspath(found))
+    roots = [os.environ.get("CUDA_AGENT_ROOT", ""),
+             os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))]
+    for root in roots:
+        exe = os.path.join(root, "build", "cuda-agent")
+        if root and _which(exe):
+            return Sandbox(exe)
+    on_path = shutil.which("cuda-agent")
+    if on_path is None:
+        raise _sandbox_failure("cannot find the cuda-agent binary that runs compilers in the "
+                               "sandbox (pass --sandbox-exec PATH, set CUDA_AGENT_ROOT, or set "
+                               "CUDA_AGENT_SANDBOX=0 to build without the sandbox)")
+    return Sandbox(os.path.abspath(on_path))
+
+
+def _sandbox_failure(message: str) -> BuildFailure:
+    return BuildFailure("build.internal", f"env.sandbox: {message}", code="env.sandbox")
+
+
+def _command_env() -> dict[str, str]:
+    """What a compiler sees of the environment besides PATH, LANG and HOME: C messages and the
+    variables that are part of every unit's key."""
+    env = {"LC_ALL": "C"}
+    env.update({k: os.environ[k] for k in _KEY_ENV if k in os.environ})
+    return env
+
+
+def _run(argv: list[str], cwd: str, deadline: float, stop: threading.Event, sandbox: Sandbox,
+         ro: Sequence[str] = (), rw: Sequence[str] = ()) -> _Run:
+    """One compiler command in its own process group (killed whole at the deadline), through
+    ``cuda-agent sandbox-exec`` unless sandbox.exe is None: it sees the system, the ro
+    directories read-only and writes only into the rw directories. Output (stdout and stderr
+    together) read back up to MAX_OUTPUT bytes."""
     if stop.is_set():
         return _Run("skipped")
     left = deadline - time.monotonic()
     if left <= 0:
         return _Run("timeout")
-    env = dict(os.environ, LC_ALL="C")
+    if sandbox.exe is not None:
+        cmd = [sandbox.exe, "sandbox-exec"]
+        for path in ro:
+            cmd += ["--ro", path]
+        for path in rw:
+            cmd += ["--rw", path]
+        cmd += ["--cwd", cwd, "--timeout", f"{left:.3f}"]
+        for k, v in _command_env().items():
+            cmd += ["--env", f"{k}={v}"]
+        cmd += ["--", *argv]
+        env = dict(os.environ)
+        grace = 5.0  # sandbox-exec's --timeout kills the whole sandbox first (exit 124)
+    else:
+        cmd = argv
+        env = dict(os.environ, **_command_env())
+        grace = 0.0
     for k in ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES"):
         env.pop(k, None)
     with tempfile.TemporaryFile() as out:
         try:
-            proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
+            proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
         except OSError as exc:
+            if sandbox.exe is not None:
+                return _Run("sandbox", f"cannot run {sandbox.exe}: {exc.strerror}", -1)
             return _Run("failed", f"cannot run {argv[0]}: {exc.strerror}", -1)
         try:
-            rc = proc.wait(timeout=left)
+            rc = proc.wait(timeout=left + grace)
         except subprocess.TimeoutExpired:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -663,7 +937,37 @@ def _run(argv: list[str], cwd: str, deadline: float, stop: threading.Event) -> _
             return _Run("timeout")
         out.seek(0)
         text = out.read(MAX_OUTPUT).decode("utf-8", "replace")
+    if sandbox.exe is not None and rc == SANDBOX_TIMEOUT:
+        return _Run("timeout")
+    if sandbox.exe is not None and rc == SANDBOX_SETUP_FAILED:
+        return _Run("sandbox", text, rc)
     return _Run("ok" if rc == 0 else "failed", text, rc)
+
+
+def _adopt(staged: str, dest: str, elf_type: int, what: str) -> None:
+    """Copies what a sandboxed command left at ``staged`` to ``dest`` (a path the trusted side
+    chose) after checking it: a regular file, not a link, at most MAX_ARTIFACT bytes, a 64-bit
+    little-endian ELF of elf_type (1: an object, 3: a shared library)."""
+    try:
+        fd = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BuildFailure("build.error", f"{what} produced no output ({exc.strerror})") from exc
+    with os.fdopen(fd, "rb") as src:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BuildFailure("build.error", f"{what} produced something that is not a file")
+        if st.st_size > MAX_ARTIFACT:
+            raise BuildFailure("build.error", f"{what} produced {st.st_size} bytes (at most "
+                                              f"{MAX_ARTIFACT})")
+        head = src.read(18)
+        if (len(head) < 18 or head[:6] != b"\x7fELF\x02\x01"
+                or int.from_bytes(head[16:18], "little") != elf_type):
+            raise BuildFailure("build.error", f"{what} produced a file that is not an ELF "
+                                              f"{'object' if elf_type == 1 else 'library'}")
+        src.seek(0)
+        with open(dest, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+            os.fchmod(dst.fileno(), 0o644 if elf_type == 1 else 0o755)
 
 
 _GCC_DIAG = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)?\s*"
@@ -674,9 +978,28 @@ _OTHER_ERROR = re.compile(r"\berror\b|\bfatal\b|cannot find|undefined reference"
 _ERROR_COUNT = re.compile(r"^\d+ errors? detected in the compilation")
 
 
-def _error_lines(output: str, replace: Sequence[tuple[str, str]]) -> list[str]:
+# Any diagnostic's location (gcc's file:line: or file:line, and nvcc's file(line):).
+_LOCATED = re.compile(r"^(?P<file>[^\s:(][^:(]*?)(?::\d+[:,]|\(\d+\):)")
+_NVCC_TMP = "/tmp/tmpxft_"  # nvcc's intermediates of the candidate's own unit
+WITHHELD = "diagnostic withheld (a file outside the candidate's sources)"
+
+
+def _quotable(name: str, shown: Sequence[str]) -> bool:
+    """Whether errors may quote the file: the candidate's sources (relative, inside its
+    directory), nvcc's intermediates of them, and the toolkit's, torch's and the system's."""
+    if not os.path.isabs(name):
+        norm = os.path.normpath(name)
+        return norm != ".." and not norm.startswith("../")
+    return name.startswith(_NVCC_TMP) or _visible(name, (*shown, *_SYSTEM_ROOTS))
+
+
+def _error_lines(output: str, replace: Sequence[tuple[str, str]],
+                 shown: Sequence[str] = ()) -> list[str]:
     """The diagnostics of a failed command as ``file:line: error: message`` (gcc's
-    ``file:line:col:`` and nvcc's ``file(line):`` alike), other error lines as they are."""
+    ``file:line:col:`` and nvcc's ``file(line):`` alike), other error lines as they are. A
+    diagnostic of any kind located in a file that is not quotable (_quotable: outside the
+    candidate's sources and the directories ``shown``) becomes ``<file>: diagnostic withheld
+    ...``; quoted source and caret lines (indented) are never kept."""
     found: list[str] = []
     for raw in output.splitlines():
         line = raw.rstrip()
@@ -684,21 +1007,26 @@ def _error_lines(output: str, replace: Sequence[tuple[str, str]]) -> list[str]:
             line = line.replace(old, new)
         if not line or line[0].isspace() or _ERROR_COUNT.match(line):
             continue
-        m = _GCC_DIAG.match(line) or _NVCC_DIAG.match(line)
-        if m is not None:
-            name = m.group("file")
-            if not os.path.isabs(name):
-                name = os.path.normpath(name)
-            line = f"{name}:{m.group('line')}: error: {m.group('msg')}"
-        elif not _OTHER_ERROR.search(line):
-            continue
+        where = _LOCATED.match(line)
+        if where is not None and not _quotable(where.group("file"), shown):
+            line = f"{where.group('file')[:200]}: {WITHHELD}"
+        else:
+            m = _GCC_DIAG.match(line) or _NVCC_DIAG.match(line)
+            if m is not None:
+                name = m.group("file")
+                if not os.path.isabs(name):
+                    name = os.path.normpath(name)
+                line = f"{name}:{m.group('line')}: error: {m.group('msg')}"
+            elif not _OTHER_ERROR.search(line):
+                continue
         line = line[:MAX_ERROR_LINE]
         if line not in found:
             found.append(line)
         if len(found) >= MAX_ERRORS:
             break
     if not found:  # no recognizable error line: the first lines say what happened
-        found = [ln[:MAX_ERROR_LINE] for ln in output.splitlines() if ln.strip()][:MAX_ERRORS]
+        found = [ln[:MAX_ERROR_LINE] for ln in output.splitlines()
+                 if ln.strip() and not ln[0].isspace()][:MAX_ERRORS]
     return found
 
 
@@ -727,12 +1055,14 @@ def _report(status: str, message: str, start: float, arch: str, **more: Any) -> 
 
 
 class _Builder:
-    def __init__(self, cache_dir: str, arch: str, jobs: int, timeout_s: float) -> None:
+    def __init__(self, cache_dir: str, arch: str, jobs: int, timeout_s: float,
+                 sandbox: Sandbox) -> None:
         self.start = time.monotonic()
         self.deadline = self.start + timeout_s
         self.timeout_s = timeout_s
         self.arch = arch
         self.jobs = jobs or os.cpu_count() or 1
+        self.sandbox = sandbox
         root = os.path.join(os.path.abspath(cache_dir), CACHE_SUBDIR)
         self.obj_dir = os.path.join(root, "obj")
         self.lib_dir = os.path.join(root, "lib")
@@ -742,17 +1072,25 @@ class _Builder:
         self.linked = 0
         self.lock = threading.Lock()
         self.replace: list[tuple[str, str]] = []
+        self.work = ""
+        self.ro: list[str] = []  # what every command reads besides its sources
+        self.shown: tuple[str, ...] = ()  # where files that errors may quote live
 
     def build(self, modules: list[_Module], work: str) -> dict[str, Any]:
         os.makedirs(self.obj_dir, exist_ok=True)
         os.makedirs(self.lib_dir, exist_ok=True)
+        os.chmod(work, 0o711)  # the sandboxed compiler's uid reads the sources below
+        self.work = work
+        self.shown = _toolkit_roots()
+        self.ro = _bind_roots(self.shown)
         for i, m in enumerate(modules):
             m.src_dir = os.path.join(work, str(i))
             for rel, data in [*[(u.rel, u.data) for u in m.units], *m.headers]:
                 path = os.path.join(m.src_dir, rel)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
                 with open(path, "wb") as f:
                     f.write(data)
+                os.chmod(path, 0o644)
             self.replace.append((m.src_dir + os.sep, ""))
             self.replace.append((m.src_dir, "."))
             _plan(m, self.arch)
@@ -787,44 +1125,78 @@ class _Builder:
         if run.status == "timeout":
             return BuildFailure("build.timeout", f"{m.label}{what} did not finish within the "
                                                  f"{self.timeout_s:g} s build time limit")
-        errors = _error_lines(run.output, [*replace, *self.replace])
+        if run.status == "sandbox":
+            print(f"torch_build: the sandbox failed for {m.label}{what}:\n{run.output[:65536]}",
+                  file=sys.stderr)
+            lines = [ln for ln in run.output.splitlines() if ln.strip()]
+            return _sandbox_failure(f"{m.label}{what}: {lines[-1] if lines else 'no output'}")
+        errors = _error_lines(run.output, [*replace, *self.replace], self.shown)
         print(f"torch_build: {m.label}{what} failed (exit {run.rc}):\n{run.output[:65536]}",
               file=sys.stderr)
         first = f": {errors[0]}" if errors else f" (exit {run.rc})"
         return BuildFailure("build.error", f"{m.label}{what} failed{first}", errors)
 
+    def _stage(self, prefix: str) -> str:
+        """A fresh directory in the build's work directory: the one place a command writes."""
+        return tempfile.mkdtemp(prefix=prefix, dir=self.work)
+
     def _compile(self, m: _Module, u: _Unit) -> BuildFailure | None:
-        final = self._obj(u.key)
-        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{u.key[:16]}-", suffix=".o", dir=self.obj_dir)
-        os.close(fd)
+        if self.stop.is_set():
+            return None
+        stage = self._stage("stage-")
         try:
-            run = _run([*u.argv, "-o", tmp], m.src_dir, self.deadline, self.stop)
+            out = os.path.join(stage, "unit.o")
+            run = _run([*u.argv, "-o", out], m.src_dir, self.deadline, self.stop, self.sandbox,
+                       [m.src_dir, *self.ro], [stage])
             if run.status == "skipped":
                 return None
             if run.status != "ok":
                 return self._fail(m, f"compiling {u.rel}", run,
-                                  [(tmp, u.rel.rsplit(".", 1)[0] + ".o")])
-            os.replace(tmp, final)
+                                  [(out, u.rel.rsplit(".", 1)[0] + ".o"), (stage + os.sep, "")])
+            fd, tmp = tempfile.mkstemp(prefix=f".tmp-{u.key[:16]}-", suffix=".o",
+                                       dir=self.obj_dir)
+            os.close(fd)
+            try:
+                _adopt(out, tmp, 1, f"{m.label}compiling {u.rel}")
+                os.replace(tmp, self._obj(u.key))
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
             with self.lock:
                 self.compiled += 1
             return None
+        except BuildFailure as exc:
+            self.stop.set()
+            return exc
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            shutil.rmtree(stage, ignore_errors=True)
 
     def _link(self, m: _Module) -> BuildFailure | None:
         final_dir = os.path.join(self.lib_dir, m.link_key)
         m.library = os.path.join(final_dir, m.name + ".so")
         if os.path.isfile(m.library):
             return None
-        tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{m.link_key[:16]}-", dir=self.lib_dir)
+        inputs = self._stage("objects-")  # the cached objects, read-only to the linker
+        stage = self._stage("stage-")
+        tmp_dir = ""
         try:
-            out = os.path.join(tmp_dir, m.name + ".so")
-            objs = [self._obj(u.key) for u in m.units]
+            os.chmod(inputs, 0o755)
+            objs: list[str] = []
+            names: list[tuple[str, str]] = []
+            for i, u in enumerate(m.units):
+                objs.append(os.path.join(inputs, f"{i}.o"))
+                names.append((objs[-1], u.rel.rsplit(".", 1)[0] + ".o"))
+                _link_or_copy(self._obj(u.key), objs[-1])
+            out = os.path.join(stage, m.name + ".so")
             argv = [m.link_argv[0], *objs, *m.link_argv[1:], "-o", out]
-            run = _run(argv, tmp_dir, self.deadline, threading.Event())
+            run = _run(argv, inputs, self.deadline, threading.Event(), self.sandbox,
+                       [inputs, *self.ro], [stage])
             if run.status != "ok":
-                return self._fail(m, f"linking {m.name}", run)
+                return self._fail(m, f"linking {m.name}", run,
+                                  [*names, (stage + os.sep, ""), (inputs + os.sep, "")])
+            tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{m.link_key[:16]}-", dir=self.lib_dir)
+            os.chmod(tmp_dir, 0o755)
+            _adopt(out, os.path.join(tmp_dir, m.name + ".so"), 3, f"{m.label}linking {m.name}")
             try:
                 os.rename(tmp_dir, final_dir)
             except OSError:
@@ -833,16 +1205,37 @@ class _Builder:
             with self.lock:
                 self.linked += 1
             return None
+        except BuildFailure as exc:
+            return exc
         finally:
-            if os.path.isdir(tmp_dir):
-                shutil.rmtree(tmp_dir, ignore_errors=True)
+            for d in (inputs, stage, tmp_dir):
+                if d and os.path.isdir(d):
+                    shutil.rmtree(d, ignore_errors=True)
 
 
-def _build(make_modules: Any, cache_dir: str, arch: str, jobs: int,
-           timeout_s: float, replace: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+def _link_or_copy(src: str, dst: str) -> None:
+    """A cached object into a link's input directory: a hard link where the sandboxed linker
+    can read the object (the input directory is bound read-only), else a copy."""
+    if os.stat(src).st_mode & 0o044 == 0o044:
+        try:
+            os.link(src, dst)
+            return
+        except OSError:
+            pass
+    shutil.copyfile(src, dst)
+    os.chmod(dst, 0o644)
+
+
+def _build(make_modules: Any, cache_dir: str, arch: str, jobs: int, timeout_s: float,
+           replace: Sequence[tuple[str, str]] = (), sandbox: str | bool = True) -> dict[str, Any]:
     _check_args(cache_dir, arch, jobs, timeout_s)
     _FACTS_DIR.append(os.path.join(cache_dir, "torch", "facts"))
-    builder = _Builder(cache_dir, arch, jobs, timeout_s)
+    start = time.monotonic()
+    try:
+        box = find_sandbox(sandbox)
+    except BuildFailure as exc:
+        return _report(exc.status, exc.message, start, arch, code=exc.code)
+    builder = _Builder(cache_dir, arch, jobs, timeout_s, box)
     builder.replace += replace
     try:
         modules = make_modules()
@@ -850,7 +1243,7 @@ def _build(make_modules: Any, cache_dir: str, arch: str, jobs: int,
             return builder.build(modules, work)
     except BuildFailure as exc:
         return _report(exc.status, exc.message, builder.start, arch, errors=exc.errors,
-                       compiled=builder.compiled, cached=builder.cached)
+                       compiled=builder.compiled, cached=builder.cached, code=exc.code)
     except Exception as exc:  # a bug or a broken environment: still one report
         print(f"torch_build: internal error: {exc!r}", file=sys.stderr)
         return _report("build.internal", f"{type(exc).__name__}: {exc}", builder.start, arch,
@@ -858,9 +1251,11 @@ def _build(make_modules: Any, cache_dir: str, arch: str, jobs: int,
 
 
 def build_workdir(directory: str, cache_dir: str, arch: str, jobs: int = 0,
-                  timeout_s: float = 300, profile: str = "cuda-agent") -> dict[str, Any]:
+                  timeout_s: float = 300, profile: str = "cuda-agent",
+                  sandbox: str | bool = True) -> dict[str, Any]:
     """Checks the workdir's Python (static_check, under the rules profile) and, when it passes,
-    builds the workdir into the module ``cuda_extension``; returns the report."""
+    builds the workdir into the module ``cuda_extension``; returns the report. ``sandbox`` is
+    find_sandbox's argument: the compilers run in the sandbox unless it is False."""
     from . import static_check
 
     _check_args(cache_dir, arch, jobs, timeout_s)
@@ -880,7 +1275,7 @@ def build_workdir(directory: str, cache_dir: str, arch: str, jobs: int = 0,
         return _report("refused", verdict.message, start, arch, code=verdict.code,
                        errors=data["errors"], notes=verdict.notes)
     report = _build(lambda: [_workdir_module(directory)], cache_dir, arch, jobs, timeout_s,
-                    [(directory + os.sep, ""), (directory, ".")])
+                    [(directory + os.sep, ""), (directory, ".")], sandbox)
     report["notes"] = verdict.notes[:MAX_ERRORS]
     return report
 
@@ -903,7 +1298,8 @@ def defines_kernel(specs: list[dict[str, Any]]) -> bool:
 
 
 def build_inline(specs: list[dict[str, Any]], cache_dir: str, arch: str, jobs: int = 0,
-                 timeout_s: float = 300, profile: str = "cuda-agent") -> dict[str, Any]:
+                 timeout_s: float = 300, profile: str = "cuda-agent",
+                 sandbox: str | bool = True) -> dict[str, Any]:
     """Builds each load_inline spec into the module of its name; returns the report (its
     ``modules`` in the order of ``specs``). Under the kernelbench profile the sources must
     define a CUDA kernel (``defines_kernel``), else ``build.no_sources``."""
@@ -928,7 +1324,7 @@ def build_inline(specs: list[dict[str, Any]], cache_dir: str, arch: str, jobs: i
                 "CUDA kernel)")
         return [_inline_module(i, s, len(specs)) for i, s in enumerate(specs)]
 
-    return _build(modules, cache_dir, arch, jobs, timeout_s)
+    return _build(modules, cache_dir, arch, jobs, timeout_s, sandbox=sandbox)
 
 
 # ---- CLI ----------------------------------------------------------------------------------------
@@ -962,6 +1358,12 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--profile", default="cuda-agent", choices=("cuda-agent", "kernelbench"),
                        help="rules profile (docs/torch-rules.md): the workdir's static check; "
                        "kernelbench needs a __global__ kernel in inline sources")
+        box = s.add_mutually_exclusive_group()
+        box.add_argument("--sandbox-exec", metavar="CUDA_AGENT",
+                         help="the cuda-agent binary whose sandbox-exec runs each compiler "
+                         "(default: found next to this package or on PATH)")
+        box.add_argument("--no-sandbox", action="store_true",
+                         help="run the compilers without the sandbox (as CUDA_AGENT_SANDBOX=0)")
     return p
 
 
@@ -975,9 +1377,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.flush()
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything printed during the build goes to stderr: stdout is the report
+    sandbox: str | bool = False if args.no_sandbox else args.sandbox_exec or True
     if args.mode == "workdir":
         report = build_workdir(args.path, args.cache, args.arch, args.jobs, args.timeout,
-                               args.profile)
+                               args.profile, sandbox)
     else:
         start = time.monotonic()
         try:
@@ -986,7 +1389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = _report(exc.status, exc.message, start, args.arch)
         else:
             report = build_inline(specs, args.cache, args.arch, args.jobs, args.timeout,
-                                  args.profile)
+                                  args.profile, sandbox)
     out.write(json.dumps(report) + "\n")
     out.flush()
     return 0

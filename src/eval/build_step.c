@@ -4,6 +4,7 @@
 #include "eval/run.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "protocol/wire.h"
 #include "util/clock.h"
@@ -129,7 +130,11 @@ static int step_build_torch(struct run *r)
 	struct torch_refusal refusal;
 	struct ca_diag d = {{0}};
 	double t0 = ca_now();
-	const char *args[8];
+	static const char sandbox_failed[] = "torch_build: env.sandbox: "; /* its report's message */
+	const char *args[10];
+	char self[PATH_MAX];
+	const char *exe_name;
+	ssize_t self_len;
 	int rc;
 
 	memset(&refusal, 0, sizeof refusal);
@@ -168,10 +173,30 @@ static int step_build_torch(struct run *r)
 	args[3] = cache;
 	args[4] = "--arch";
 	args[5] = arch;
-	args[6] = NULL;
+	/* Every compiler and linker torch_build starts runs in this binary's sandbox-exec
+	 * (docs/torch-build.md), unless the sandbox is off (--no-sandbox, CUDA_AGENT_SANDBOX=0). */
+	self_len = readlink("/proc/self/exe", self, sizeof self - 1);
+	self[self_len > 0 ? self_len : 0] = '\0';
+	exe_name = strrchr(self, '/');
+	if (!r->sandboxed) {
+		args[6] = "--no-sandbox";
+		args[7] = NULL;
+	} else if (exe_name && strcmp(exe_name + 1, "cuda-agent") == 0) {
+		args[6] = "--sandbox-exec";
+		args[7] = self;
+		args[8] = NULL;
+	} else {
+		args[6] = NULL; /* not cuda-agent (a test): torch_build finds it, or says env.sandbox */
+	}
 	ca_log_info("building %s (%s format)", r->cand_path, candidate_format_name(r->format));
 	rc = torch_build_run_checked(session_python(r->s), args, 900.0, r->rules, &r->build,
 				     &r->modules, &refusal, &d);
+	if (rc && strncmp(d.msg, sandbox_failed, sizeof sandbox_failed - 1) == 0) {
+		set_reason(r, "env.sandbox", "the build sandbox: %s",
+			   d.msg + sizeof sandbox_failed - 1);
+		json_object_set_new(r->result, "compiled", json_false());
+		return -1;
+	}
 	if (rc) {
 		set_reason(r, "build.internal", "the build could not run: %s", d.msg);
 		json_object_set_new(r->result, "compiled", json_false());

@@ -86,6 +86,20 @@ open(sys.argv[2], "w").write(src)
 PY
 run "load_inline with a flag that runs a program" 1 "$cli" compile --json --task "$relu" "$tmp/flags.py"
 field "refused flag: build.error" 'r["reason"]["code"] == "build.error" and "not allowed" in r["reason"]["message"]'
+# issue 45's found attack: nvcc's --time and ld's --dependency-file write files where they say
+# (as root, on the host, before the allow list and the build sandbox).
+"$py" - examples/kernelbench/candidates/level1/19_ReLU.py "$tmp/writes.py" "$tmp/p1" "$tmp/p2" <<'PY'
+import re, sys
+src = open(sys.argv[1]).read()
+src = re.sub(r",\s*extra_(cuda_cflags|ldflags)=\[[^\]]*\]", "", src)  # the file's own, if any
+src, n = re.subn(r"load_inline\(", f"load_inline(extra_cuda_cflags=['-O3', '--time', {sys.argv[3]!r}], "
+                 f"extra_ldflags=['-Wl,--dependency-file={sys.argv[4]}'], ", src, count=1)
+assert n == 1
+open(sys.argv[2], "w").write(src)
+PY
+run "load_inline with flags that write files (issue 45)" 1 "$cli" compile --json --no-cache --task "$relu" "$tmp/writes.py"
+field "writing flags: build.error naming --time, pointing to the list" 'r["reason"]["code"] == "build.error" and "--time" in r["reason"]["message"] and "docs/torch-build.md" in r["reason"]["message"]'
+[ ! -e "$tmp/p1" ] && [ ! -e "$tmp/p2" ] && ok "writing flags: neither file exists" || bad "writing flags: neither file exists" "$(ls -l "$tmp"/p1 "$tmp"/p2 2>&1)"
 
 # ---- the rules profiles (docs/torch-rules.md, "Rules profiles")
 run "the KernelBench candidate under the kernelbench rules" 0 "$cli" compile --json --rules kernelbench --task "$relu" examples/kernelbench/candidates/level1/19_ReLU.py
