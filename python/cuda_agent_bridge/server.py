@@ -50,6 +50,7 @@ from .tasks import (
     output_name,
     reference_numerics,
     restore_torch_defaults,
+    varied,
 )
 from .timing import Stopwatch
 from .wire import decode_scalars, json_safe
@@ -378,10 +379,25 @@ def _write_params(slots: Slots, built: Built) -> int:
     return sum(t.numel() * t.element_size() for t in state)
 
 
+def _make_set(ctx: Context, task: Task, s: FillSet) -> Inputs:
+    """get_inputs() under the set's seed, varied by the plan of that seed (tasks.varied: off
+    the generator's distribution, inside the task's contract); or a near-duplicate of the set
+    of ``near_seed`` as it was placed (varied by near_seed's plan), with a few elements of a
+    donor draw varied by the same plan."""
+    structure = ctx.store.structure(task)
+    if s.near_seed is None:
+        return varied(ctx.store.inputs(task, s.seed, files=False), s.seed, structure)[0]
+    # the donor's seed follows from the secret one: secret too
+    donor = ctx.store.inputs(task, (s.seed * 0x9E3779B97F4A7C15 + 1) % (2**63), files=False)
+    base = varied(ctx.store.inputs(task, s.near_seed, files=False), s.near_seed, structure)[0]
+    return near_duplicate(base, varied(donor, s.near_seed, structure)[0], s.seed, structure)
+
+
 def op_fill(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     """Writes Model(*get_init_inputs())'s state under model_seed into the params slot (when
-    ``params``) and each set (get_inputs() under its seed, or a near-duplicate of near_seed's
-    set) into its input slot; answers each set's Python-number arguments."""
+    ``params``) and each set (get_inputs() under its seed, varied by its seed's plan, or a
+    near-duplicate of near_seed's set: ``_make_set``) into its input slot; answers each set's
+    Python-number arguments."""
     slots = _slots(ctx, "fill")
     task_dir = _path(req, "task_dir")
     params = _field(req, "params")
@@ -399,13 +415,7 @@ def op_fill(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
         if params:
             touched += _write_params(slots, ctx.store.build(task, model_seed))
         for s in sets:
-            if s.near_seed is None:
-                made = ctx.store.inputs(task, s.seed, files=False)
-            else:  # the donor's seed follows from the secret one: secret too
-                donor = ctx.store.inputs(task, (s.seed * 0x9E3779B97F4A7C15 + 1) % (2**63),
-                                         files=False)
-                made = near_duplicate(ctx.store.inputs(task, s.near_seed, files=False), donor,
-                                      s.seed, ctx.store.structure(task))
+            made = _make_set(ctx, task, s)
             args = _args_of(made)
             _agree(slots, args, s.seed)
             slots.filled.discard(s.input)

@@ -35,6 +35,7 @@ from torch import nn
 from .degenerate import Degeneracy, Judge, perturb_parameters
 from .errors import BridgeError, article, exception_text, task_line
 from .structure import STRUCTURE_SEEDS, Structure, detect, mix, probe
+from .vary import Plan, vary
 
 try:
     import numpy as _np
@@ -584,3 +585,22 @@ def near_duplicate(inputs: Inputs, donor: Inputs, seed: int,
         if isinstance(target, torch.Tensor):
             call[i] = files[i].to(device=target.device, dtype=target.dtype)
     return Inputs(files=files, call=call, scalar=list(inputs.scalar))
+
+
+def varied(inputs: Inputs, seed: int, structure: Sequence[Structure | None]) -> tuple[Inputs, Plan]:
+    """The set with its floating-point tensor arguments varied by the plan of ``seed``
+    (vary.vary: off the generator's distribution, inside what ``structure`` and the tensors
+    themselves say the task guarantees), and the plan. Python numbers stay as they are."""
+    tensors: list[object] = [None if inputs.scalar[i] else t for i, t in enumerate(inputs.call)]
+    out, plan = vary(tensors, seed, structure)
+    if plan.plain:
+        return inputs, plan
+    files, call = list(inputs.files), list(inputs.call)
+    for i, t in enumerate(out):
+        if inputs.scalar[i] or not isinstance(t, torch.Tensor) or t is inputs.call[i]:
+            continue
+        call[i] = t
+        if i < len(files):
+            before = files[i]
+            files[i] = t if before.device == t.device else t.to(before.device)
+    return Inputs(files=files, call=call, scalar=list(inputs.scalar)), plan

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from cuda_agent_bridge import structure, tasks
+from cuda_agent_bridge import structure, tasks, vary
 from support import (
     ELEMENTWISE,
     LINEAR_SCALE,
@@ -30,7 +30,8 @@ TOL = {"atol": 1e-5, "rtol": 1e-5}
 
 def expected(task: Path, model_seed: int, seed: int, dtype: torch.dtype | None = None
              ) -> tuple[list[torch.Tensor], list[Any], Any]:
-    """(state_dict tensors, get_inputs(), forward output) computed directly in this process."""
+    """(state_dict tensors, get_inputs() varied by the plan of ``seed``, forward output) computed
+    directly in this process (the structure the variation keeps from a task store's survey)."""
     mod = import_task(task)
     torch.manual_seed(model_seed)
     model = mod.Model(*mod.get_init_inputs())
@@ -38,7 +39,10 @@ def expected(task: Path, model_seed: int, seed: int, dtype: torch.dtype | None =
     inputs = mod.get_inputs()
     if dtype is not None:
         model = model.to(dtype)
-        inputs = [x.to(dtype) if isinstance(x, torch.Tensor) else x for x in inputs]
+        inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                  for x in inputs]
+    store = tasks.TaskStore(torch.device("cpu"))
+    inputs = vary.vary(inputs, seed, store.structure(store.load(str(task))))[0]
     with torch.no_grad():
         out = model(*inputs)
     return list(model.state_dict().values()), inputs, out
@@ -117,15 +121,19 @@ def test_same_seed_same_values_other_seed_other_values(bridge: Bridge, tmp_path:
 
 def test_near_duplicate_set(bridge: Bridge, tmp_path: Path, closing: list[TestSlots]) -> None:
     source = ELEMENTWISE.replace("torch.randn(16, 32)", "torch.randn(64, 1024)")
-    task, spec, slots = open_task(bridge, tmp_path, "big", source, inputs=3)
+    task, spec, slots = open_task(bridge, tmp_path, "big", source, inputs=2)
     closing.append(slots)
     donor_seed = (9 * 0x9E3779B97F4A7C15 + 1) % (2**63)
     bridge.ok("fill", task_dir=str(task), params=False,
-              sets=[{"input": 0, "seed": 3}, {"input": 1, "seed": 9, "near_seed": 3},
-                    {"input": 2, "seed": donor_seed}])
+              sets=[{"input": 0, "seed": 3}, {"input": 1, "seed": 9, "near_seed": 3}])
     (base,) = slots.views(slots.inputs[0], tensor_args(spec))
     (near,) = slots.views(slots.inputs[1], tensor_args(spec))
-    (donor,) = slots.views(slots.inputs[2], tensor_args(spec))
+    # The donor: another draw, varied by the base set's plan (seed 3), as the base was
+    store = tasks.TaskStore(torch.device("cpu"))
+    loaded = store.load(str(task))
+    donor_set, plan = tasks.varied(store.inputs(loaded, donor_seed), 3, store.structure(loaded))
+    assert not plan.plain
+    donor = donor_set.files[0]
     changed = near != base
     assert 1 <= int(changed.sum()) <= structure.NEAR_MAX_CHANGES
     assert torch.equal(near[changed], donor[changed])  # every new value is another draw's
@@ -558,3 +566,51 @@ def test_degenerate_task_fails_an_output_of_zeros(bridge: Bridge, tmp_path: Path
     (stats,) = bridge.ok("check", task_dir=str(task), model_seed=7, input=0, scalars=[],
                          **TOL)["outputs"]
     assert stats["mismatches"] == 0, stats
+
+
+GUARANTEES = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, s, b, m, v, p):
+        return (torch.tril(a) @ s).sum() + torch.bucketize(m, b).float().sum() + v.log().sum() \\
+            + p.sum()
+
+
+def get_inputs():
+    x = torch.randn(24, 24)
+    return [torch.tril(torch.randn(24, 24)), x + x.T, torch.sort(torch.randn(9)).values,
+            torch.randint(0, 3, (24,)).float(), torch.rand(8, 32) + 0.1,
+            torch.softmax(torch.randn(8, 32), dim=-1)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_filled_sets_are_varied_and_keep_the_guarantees(bridge: Bridge, tmp_path: Path,
+                                                        closing: list[TestSlots]) -> None:
+    """Sets filled from seeds leave the generator's distribution (most differ from the plain
+    draw) and keep every guarantee: zeros of the triangle, symmetry, order, label values,
+    positive variances, probabilities within [0, 1]; the reference is computable (no NaN)."""
+    task, spec, slots = open_task(bridge, tmp_path, "guarantees", GUARANTEES, inputs=1)
+    closing.append(slots)
+    varied_count = 0
+    for seed in range(12):
+        bridge.ok("fill", task_dir=str(task), model_seed=1, params=True,
+                  sets=[{"input": 0, "seed": seed}])
+        a, s, b, m, v, p = slots.views(slots.inputs[0], tensor_args(spec))
+        _, plain, _ = expected(task, 1, seed)  # varied the same way in this process
+        torch.manual_seed(seed)
+        raw = import_task(task).get_inputs()
+        assert all(torch.equal(x, y) for x, y in zip((a, s, b, m, v, p), plain, strict=True))
+        varied_count += not torch.equal(a, raw[0])
+        assert torch.equal(a == 0, raw[0] == 0)
+        assert torch.equal(s, s.T)
+        assert bool((b.diff() >= 0).all())
+        assert torch.equal(m, raw[3])
+        assert bool((v > 0).all()) and bool(((p >= 0) & (p <= 1)).all())
+    assert varied_count == sum(not vary.plan(seed).plain for seed in range(12)) >= 8
