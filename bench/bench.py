@@ -15,7 +15,9 @@ Measures, on the machine it runs on (printed first):
     small kernel's verification alone; each also without the precompiled host header
     (CUDA_AGENT_HOST_PCH=0, src/build/host_pch.h) and with plain nvcc (its steps not split, one
     at a time) and the processes started after the build (CUDA_AGENT_NVCC_THREADS=1,
-    CUDA_AGENT_NVCC_SPLIT=0, CUDA_AGENT_START_AFTER_BUILD=1), the three alternating.
+    CUDA_AGENT_NVCC_SPLIT=0, CUDA_AGENT_START_AFTER_BUILD=1), and with no sandbox
+(CUDA_AGENT_SANDBOX=0: what the build sandbox costs, with the worker's few ms), alternating
+(--iteration-modes picks some).
 Writes every raw number to bench.json (in $OUT if set) and prints a table.
 """
 from __future__ import annotations
@@ -59,7 +61,10 @@ ITERATION_MODES: tuple[tuple[str, dict[str, str]], ...] = (("now", {}),
                    ("no host pch", {"CUDA_AGENT_HOST_PCH": "0"}),
                    ("plain nvcc, start after build",
                     {"CUDA_AGENT_NVCC_THREADS": "1", "CUDA_AGENT_NVCC_SPLIT": "0",
-                     "CUDA_AGENT_START_AFTER_BUILD": "1"}))
+                     "CUDA_AGENT_START_AFTER_BUILD": "1"}),
+                   # what the build sandbox costs (issue 45): the worker's sandbox is off too,
+                   # a few ms of its start
+                   ("no sandbox", {"CUDA_AGENT_SANDBOX": "0"}))
 
 
 def cpu_model() -> str:
@@ -162,7 +167,8 @@ def pct_of(xs: list[float], q: float) -> float:
     return ys[lo] + (ys[min(lo + 1, len(ys) - 1)] - ys[lo]) * (k - lo)
 
 
-def iteration(build: Path, env: dict[str, str], n: int, report: dict) -> list[tuple[str, str, str]]:
+def iteration(build: Path, env: dict[str, str], n: int, report: dict,
+              only_modes: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
     """p50 and p90 over n warm evaluations of each ITERATION_CASES entry in each ITERATION_MODES
     mode, every step of `seconds` too. The modes alternate in rounds of 5 evaluations, each round
     one `eval` process whose first evaluation (the bridge's start) is left out."""
@@ -173,15 +179,16 @@ def iteration(build: Path, env: dict[str, str], n: int, report: dict) -> list[tu
     for name, task, sol, verify_only, target in ITERATION_CASES:
         if not verify_only:  # baselines into the cache (verification needs none)
             cli(build, ["eval", "--json", str(task), str(sol)], env)
-        got: dict[str, list[dict]] = {m: [] for m, _ in ITERATION_MODES}
+        modes = [(m, e) for m, e in ITERATION_MODES if not only_modes or m in only_modes]
+        got: dict[str, list[dict]] = {m: [] for m, _ in modes}
         for _ in range(rounds):
-            for mode, extra in ITERATION_MODES:
+            for mode, extra in modes:
                 args = ["eval", "--json", "--no-cache"] + (["--verify-only"] if verify_only else [])
                 results, _ = cli(build, args + [str(task)] + [str(sol)] * (per_round + 1),
                                  dict(env, **extra))
                 got[mode] += results[1:]
         case: dict[str, dict] = {}
-        for mode, _ in ITERATION_MODES:
+        for mode, _ in modes:
             rs = got[mode][:n]
             steps: dict[str, list[float]] = {}
             for r in rs:
@@ -218,6 +225,9 @@ def main() -> int:
     ap.add_argument("--build", type=Path, default=ROOT / "build")
     ap.add_argument("--only", default=",".join(PARTS),
                     help=f"comma-separated parts to run, of {', '.join(PARTS)} (default: all)")
+    ap.add_argument("--iteration-modes", default="",
+                    help="modes of the iteration part, separated by ';' (default: all): "
+                    + "; ".join(m for m, _ in ITERATION_MODES))
     ap.add_argument("--iterations", type=int, default=20,
                     help="warm evaluations per case and mode in the iteration part (default 20)")
     args = ap.parse_args()
@@ -320,7 +330,8 @@ def main() -> int:
                      f"{report[key + 'fidelity_settle_calls']}")
 
     if "iteration" in only:  # issue 18: an agent's compile-verify-time turn, warm, nvcc each time
-        rows += iteration(args.build, env, max(1, args.iterations), report)
+        rows += iteration(args.build, env, max(1, args.iterations), report,
+                          tuple(m for m in args.iteration_modes.split(";") if m))
         for name, case in report["iteration"]["cases"].items():
             for mode, m in case.items():
                 lines.append(f"{name} [{mode}]: {m['evaluations']} evaluations, reasons "

@@ -251,6 +251,8 @@ static int open_cuda(struct device *dev, int ordinal, struct ca_diag *d)
 					       "ca_dev_empty")) ||
 	    (r = dev->drv->cuModuleGetFunction((CUfunction *)&dev->fn_hold, module,
 					       "ca_dev_hold")) ||
+	    (r = dev->drv->cuModuleGetFunction((CUfunction *)&dev->fn_stamp, module,
+					       "ca_dev_stamp")) ||
 	    (r = dev->drv->cuModuleGetFunction((CUfunction *)&dev->fn_checksum, module,
 					       "ca_dev_checksum")) ||
 	    (r = dev->drv->cuModuleGetFunction((CUfunction *)&dev->fn_flush, module,
@@ -266,6 +268,9 @@ static int open_cuda(struct device *dev, int ordinal, struct ca_diag *d)
 	if ((r = dev->drv->cuMemAlloc(&sum, 8)))
 		return cu_fail(dev, d, r, "cuMemAlloc");
 	dev->sum_buf = sum;
+	if ((r = dev->drv->cuMemAlloc(&sum, (DEVICE_STAMPS + 1) * sizeof(uint64_t))))
+		return cu_fail(dev, d, r, "cuMemAlloc");
+	dev->stamp_buf = sum;
 	nvml_open(&dev->nvml, dev->pci_bus_id);
 	return 0;
 }
@@ -300,6 +305,8 @@ void device_close(struct device *dev)
 			dev->drv->cuMemFree(dev->flush_buf);
 		if (dev->sum_buf)
 			dev->drv->cuMemFree(dev->sum_buf);
+		if (dev->stamp_buf)
+			dev->drv->cuMemFree(dev->stamp_buf);
 		if (dev->stream)
 			dev->drv->cuStreamDestroy((CUstream)dev->stream);
 		if (dev->module)
@@ -615,10 +622,81 @@ int device_hold(struct device *dev, double seconds, struct ca_diag *d)
 	if ((rc = make_current(dev, d)))
 		return rc;
 	ns = (unsigned long long)(seconds * 1e9);
-	void *args[] = {&ns};
+	CUdeviceptr at = dev->stamp_buf;
+	void *args[] = {&ns, &at};
+	dev->held = false;
+	dev->hold_at = ca_now();
 	r = dev->drv->cuLaunchKernel((CUfunction)dev->fn_hold, 1, 1, 1, 1, 1, 1, 0,
 				     (CUstream)dev->stream, args, NULL);
-	return r ? cu_fail(dev, d, r, "holding the GPU (cuLaunchKernel)") : 0;
+	if (r)
+		return cu_fail(dev, d, r, "holding the GPU (cuLaunchKernel)");
+	dev->held = true;
+	return 0;
+}
+
+int device_probe_start(struct device *dev, int k, struct ca_diag *d)
+{
+	CUresult r;
+	int rc;
+
+	dev->probe_t0 = ca_now();
+	if (dev->kind != DEVICE_CUDA) {
+		if (k >= 0 && k < DEVICE_STAMPS)
+			dev->probe_at[k] = dev->probe_t0;
+		return 0;
+	}
+	if ((rc = make_current(dev, d)))
+		return rc;
+	dev->probe_t0 = ca_now();
+	if (k >= 0 && k < DEVICE_STAMPS) {
+		CUdeviceptr at = dev->stamp_buf + (CUdeviceptr)(1 + k) * sizeof(uint64_t);
+		void *args[] = {&at};
+		r = dev->drv->cuLaunchKernel((CUfunction)dev->fn_stamp, 1, 1, 1, 1, 1, 1, 0,
+					     (CUstream)dev->stream, args, NULL);
+		dev->probe_at[k] = ca_now(); /* after the launch: a late stamp only lowers a wait */
+	} else {
+		r = dev->drv->cuLaunchKernel((CUfunction)dev->fn_empty, 1, 1, 1, 1, 1, 1, 0,
+					     (CUstream)dev->stream, NULL, NULL);
+	}
+	return r ? cu_fail(dev, d, r, "probing the GPU") : 0;
+}
+
+int device_probe_finish(struct device *dev, double *seconds, struct ca_diag *d)
+{
+	CUresult r;
+	int rc;
+
+	*seconds = 0;
+	if (dev->kind != DEVICE_CUDA)
+		return 0;
+	if ((rc = make_current(dev, d)))
+		return rc;
+	r = dev->drv->cuStreamSynchronize((CUstream)dev->stream);
+	*seconds = ca_now() - dev->probe_t0;
+	return r ? cu_fail(dev, d, r, "probing the GPU") : 0;
+}
+
+int device_probe_waits(struct device *dev, int n, double *wait_s, struct ca_diag *d)
+{
+	uint64_t g[DEVICE_STAMPS + 1];
+	bool held = dev->held;
+	CUresult r;
+	int rc;
+
+	if (n > DEVICE_STAMPS)
+		n = DEVICE_STAMPS;
+	for (int k = 0; k < n; k++)
+		wait_s[k] = NAN;
+	dev->held = false;
+	if (dev->kind != DEVICE_CUDA || !held || n <= 0)
+		return 0;
+	if ((rc = make_current(dev, d)))
+		return rc;
+	if ((r = dev->drv->cuMemcpyDtoH(g, dev->stamp_buf, (size_t)(n + 1) * sizeof g[0])))
+		return cu_fail(dev, d, r, "reading the probes' stamps (cuMemcpyDtoH)");
+	for (int k = 0; k < n; k++)
+		wait_s[k] = (double)(int64_t)(g[1 + k] - g[0]) * 1e-9 - (dev->probe_at[k] - dev->hold_at);
+	return 0;
 }
 
 int device_sync(struct device *dev, struct ca_diag *d)
@@ -635,20 +713,10 @@ int device_sync(struct device *dev, struct ca_diag *d)
 
 int device_probe(struct device *dev, double *seconds, struct ca_diag *d)
 {
-	double t0;
-	CUresult r;
-	int rc;
-
-	*seconds = 0;
-	if (dev->kind != DEVICE_CUDA)
-		return 0;
-	if ((rc = make_current(dev, d)))
+	int rc = device_probe_start(dev, -1, d);
+	if (rc) {
+		*seconds = 0;
 		return rc;
-	t0 = ca_now();
-	r = dev->drv->cuLaunchKernel((CUfunction)dev->fn_empty, 1, 1, 1, 1, 1, 1, 0,
-				     (CUstream)dev->stream, NULL, NULL);
-	if (r == CUDA_SUCCESS)
-		r = dev->drv->cuStreamSynchronize((CUstream)dev->stream);
-	*seconds = ca_now() - t0;
-	return r ? cu_fail(dev, d, r, "probing the GPU") : 0;
+	}
+	return device_probe_finish(dev, seconds, d);
 }

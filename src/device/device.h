@@ -30,6 +30,8 @@
 
 enum device_kind { DEVICE_NONE = 0, DEVICE_CUDA, DEVICE_CPU };
 
+#define DEVICE_STAMPS 15 /* probes of one window whose start the GPU stamps */
+
 struct device_slot {
 	enum device_kind kind;
 	size_t bytes;  /* usable bytes (what the exporter asked for) */
@@ -68,8 +70,14 @@ struct device {
 	/* CUDA backend */
 	const struct cudrv *drv;
 	void *ctx, *stream, *module;        /* CUcontext, CUstream, CUmodule */
-	void *fn_empty, *fn_hold, *fn_checksum, *fn_flush, *fn_perturb[4]; /* CUfunction: f64 f32 f16 bf16 */
+	void *fn_empty, *fn_hold, *fn_stamp, *fn_checksum, *fn_flush, *fn_perturb[4]; /* CUfunction: f64 f32 f16 bf16 */
 	uint64_t flush_buf, sum_buf;        /* CUdeviceptr */
+	/* The GPU's global timer at the last hold's start ([0]) and at each probe's start since
+	 * ([1 + k]), and this process's clock just before that hold was launched and just after
+	 * each probe was (device_probe_waits). */
+	uint64_t stamp_buf;
+	double hold_at, probe_at[DEVICE_STAMPS], probe_t0;
+	bool held;
 	uint64_t cpu_sum;                   /* the CPU backend's checksum accumulator */
 	size_t flush_bytes;
 	unsigned flush_value;
@@ -129,8 +137,25 @@ int device_checksum_read(struct device *dev, uint64_t *sum, struct ca_diag *d);
 /* Enqueued: reads the whole flush buffer (no-op without one). */
 int device_flush_l2(struct device *dev, struct ca_diag *d);
 /* Enqueued, not waited for: a one-thread kernel that keeps the GPU busy for `seconds` by its
- * global timer (at most 0.1 s). No-op on the CPU. */
+ * global timer (at most 0.1 s) and notes when it started (device_probe_waits). No-op on the
+ * CPU. */
 int device_hold(struct device *dev, double seconds, struct ca_diag *d);
+/* A probe in two halves, so that it can be launched at once when an answer arrives and waited
+ * for later: device_probe_start() launches probe number k of the window begun by the last
+ * device_hold() (probes k < DEVICE_STAMPS note on the GPU's global timer when they start), and
+ * device_probe_finish() waits for it; *seconds is the time from just before the launch to the
+ * return (0 on the CPU). */
+int device_probe_start(struct device *dev, int k, struct ca_diag *d);
+int device_probe_finish(struct device *dev, double *seconds, struct ca_diag *d);
+/* After the probes of a window have returned: for each of the first n (at most DEVICE_STAMPS),
+ * how long it waited before it started, beyond the launch itself, as a lower bound measured on
+ * the GPU's own timer: (its start - the hold's start) - (this process's clock just after its
+ * launch - just before the hold's). A probe launched while another context still had work
+ * waits for that work (contexts of different processes take turns), and the first one after a
+ * call also for the switch back to this context; the clock stamps are taken so that a late
+ * stamp (this process descheduled) can only make the figure smaller. NaN where unknown (the
+ * CPU backend, no hold in this window). Ends the window's stamps. */
+int device_probe_waits(struct device *dev, int n, double *wait_s, struct ca_diag *d);
 /* Waits for everything enqueued on the device's stream. */
 int device_sync(struct device *dev, struct ca_diag *d);
 /* An empty kernel launched and waited for; *seconds is how long that took by this process's

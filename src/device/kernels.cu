@@ -13,13 +13,24 @@ extern "C" __global__ void ca_dev_empty(void) {}
 // Holds the GPU for `ns` nanoseconds by the global timer (one thread; the clock rate does not
 // matter): the supervisor's context has the GPU while a callee's process wakes up and launches
 // its call, which then starts when the hold ends (docs/protocol.md, "The hold").
-extern "C" __global__ void ca_dev_hold(unsigned long long ns)
+extern "C" __global__ void ca_dev_hold(unsigned long long ns, unsigned long long *start)
 {
 	unsigned long long t0, t;
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	*start = t0;
 	do {
 		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	} while (t - t0 < ns);
+}
+
+// A probe that says when it started, by the same global timer as the hold: the supervisor
+// compares that with when it launched the probe, relative to the hold's start, to see whether
+// the probe waited for another context's work (docs/protocol.md, "Early answers").
+extern "C" __global__ void ca_dev_stamp(unsigned long long *at)
+{
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	*at = t;
 }
 
 // Moves a set from seed `from` to seed `to` (prep.h: each element at its value or half of it,

@@ -179,6 +179,11 @@ int cand_proc_wait(struct cand_proc *p, json_t **answer, struct loop_fail *f)
 	if (left <= 0)
 		left = 0.001;
 	rc = ca_child_read_line_spin(p->child, WIRE_MAX_EVENT, left, PROC_SPIN_S, &line, &d);
+	if (p->on_answer) {
+		void (*hook)(void *) = p->on_answer;
+		p->on_answer = NULL;
+		hook(p->on_answer_arg);
+	}
 	stop(p);
 	if (output_flood(p, f)) {
 		free(line);

@@ -43,6 +43,10 @@ struct cand_proc {
 	bool flooded;
 	json_t *device;    /* its `device` event */
 	json_t *answer;    /* the last answer */
+	/* Called once, by the next cand_proc_wait, as soon as the answer has been read and before
+	 * the process is stopped (the timed loop's loop_answered); then cleared. */
+	void (*on_answer)(void *arg);
+	void *on_answer_arg;
 };
 
 void cand_proc_init(struct cand_proc *p, struct ca_child *child, bool freeze, double limit_s,

@@ -71,6 +71,16 @@ json_t *timing_summary(const struct loop_result *t, const struct loop_calibratio
 	json_object_set_new(o, "budget_exhausted", json_boolean(t->budget_exhausted));
 	json_object_set_new(o, "l2_flush_bytes", json_integer((json_int_t)flush_bytes));
 	json_object_set_new(o, "probes_slow", json_integer(t->slow_probes));
+	if (t->load_waived)
+		json_object_set_new(o, "tampering_waived_by_load", json_true());
+	if (t->paired) {
+		json_object_set_new(o, "early_answers", json_integer(t->early_calls));
+		json_object_set_new(o, "early_answer_max_ms", json_real(t->early_max_ms));
+		json_object_set_new(o, "early_threshold_ms", json_real(cal->early_s * 1e3));
+		json_object_set_new(o, "probe_wait_diff_ms", isfinite(cal->wait_diff_s)
+								    ? json_real(cal->wait_diff_s * 1e3)
+								    : json_null());
+	}
 	json_object_set_new(o, "claims_invalid", json_integer(t->claims_invalid));
 	json_object_set_new(o, "loop_seconds", json_real(t->loop_s));
 	json_object_set_new(o, "sm_clock_mhz_before", nullable_int(t->sm_clock_before));

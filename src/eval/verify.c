@@ -4,6 +4,7 @@
  * the reference; inputs and parameters must be unchanged. One trial, chosen from the secret,
  * is audited by CUPTI in the candidate's process (a first layer: stream escapes and host
  * compute by name; the outside bound of the timed loop charges them anyway). */
+#include <math.h>
 #include <string.h>
 
 #include "eval/run.h"
@@ -11,6 +12,7 @@
 #include "protocol/wire.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/proc.h"
 #include "util/str.h"
 #include "util/timeline.h"
 
@@ -43,6 +45,10 @@ static int cand_send(void *ctx, int input, enum loop_send what, struct loop_fail
 	struct run *r = ctx;
 	json_t *fields = json_pack("{s:i}", "input", input);
 	const char *cmd = WIRE_CMD_EMPTY;
+	struct cand_proc *p = what == LOOP_SEND_REF ? &r->twin->proc : &r->proc;
+	/* the first probe is launched the moment the answer arrives (loop_answered) */
+	p->on_answer = loop_answered;
+	p->on_answer_arg = &r->loop;
 	if (what == LOOP_SEND_REF)
 		return eval_twin_send(r->twin, fields, f);
 	if (what != LOOP_SEND_EMPTY) {
@@ -66,6 +72,7 @@ static int cand_wait(void *ctx, double *ev_ms, struct loop_fail *f)
 	if (r->twin && eval_twin_waiting(r->twin)) {
 		/* the reference's answer: trusted code, its time is not used */
 		rc = eval_twin_wait(r->twin, f);
+		r->twin->proc.on_answer = NULL;
 		if (rc) {
 			char why[sizeof f->message];
 			ca_strlcpy(why, f->message, sizeof why);
@@ -75,6 +82,7 @@ static int cand_wait(void *ctx, double *ev_ms, struct loop_fail *f)
 		return rc ? CA_ERR_IO : 0;
 	}
 	rc = cand_proc_wait(&r->proc, &ans, f);
+	r->proc.on_answer = NULL;
 	if (ans)
 		keep_audit(r, ans);
 	if (rc)
@@ -84,12 +92,22 @@ static int cand_wait(void *ctx, double *ev_ms, struct loop_fail *f)
 	return 0;
 }
 
+/* The kernel's account of how long the process serving `what` waited for a CPU (loop_ops). */
+static double cand_run_delay(void *ctx, enum loop_send what)
+{
+	struct run *r = ctx;
+	if (what == LOOP_SEND_REF)
+		return r->twin ? ca_run_delay_s(r->twin->child.pid) : NAN;
+	return ca_run_delay_s(r->proc.child->pid);
+}
+
 void cand_loop_init(struct run *r)
 {
 	memset(&r->loop, 0, sizeof r->loop);
 	data_loop_ops(r, &r->loop.ops);
 	r->loop.ops.send = cand_send;
 	r->loop.ops.wait = cand_wait;
+	r->loop.ops.run_delay = cand_run_delay;
 	r->loop.ops.can_audit = r->format == CANDIDATE_NATIVE;
 	r->loop.ops.has_ref = r->twin != NULL;
 	r->loop.ops.hold_s = 1e-6 * (r->format == CANDIDATE_NATIVE

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/proc.h"
 #include "util/timeline.h"
 
 void loop_fail_set(struct loop_fail *f, const char *code, const char *fmt, ...)
@@ -26,8 +27,9 @@ static int env_fail(struct loop_fail *f, int rc, const char *what, const struct 
 }
 
 /* Diagnostics: CUDA_AGENT_LOOP_TRACE=FILE appends one line per window (kind, answer, window,
- * probes, first probe, all probes in seconds, the claimed event time in ms, the process id and
- * the window's start on CLOCK_MONOTONIC), one write per line: several processes may append. */
+ * probes, first probe, all probes in seconds, the claimed event time in ms, the process id,
+ * the window's start on CLOCK_MONOTONIC and the probes' longest wait on the GPU's timer in
+ * seconds, nan when unknown), one write per line: several processes may append. */
 static void trace(enum loop_send what, const struct loop_window *w, double t0)
 {
 	static FILE *out;
@@ -37,12 +39,45 @@ static void trace(enum loop_send what, const struct loop_window *w, double t0)
 		out = ca_diag_append_open("CUDA_AGENT_LOOP_TRACE");
 	}
 	if (out)
-		fprintf(out, "%d %.9f %.9f %d %.9f %.9f %.6f %ld %.6f\n", (int)what, w->answer_s,
+		fprintf(out, "%d %.9f %.9f %d %.9f %.9f %.6f %ld %.6f %.9f\n", (int)what, w->answer_s,
 			w->window_s, w->probes, w->first_probe_s, w->probe_s, w->ev_ms,
-			(long)getpid(), t0);
+			(long)getpid(), t0, w->gpu_wait_s);
 }
 
 /* ---- one window -------------------------------------------------------------------------------- */
+
+void loop_answered(void *loop)
+{
+	struct loop *L = loop;
+	if (!L || !L->armed)
+		return;
+	L->armed = false;
+	L->probe_launched = true;
+	L->probe_rc = device_probe_start(L->dev, 0, &L->probe_d);
+}
+
+/* The longest finite wait of the window's first n probes (NaN when none is known). */
+static double gpu_wait(struct loop *L, int n, struct loop_fail *f, int *rc)
+{
+	double waits[DEVICE_STAMPS], most = NAN;
+	struct ca_diag d = {{0}};
+	if (L->probe_waits) {
+		for (int k = 0; k < DEVICE_STAMPS; k++)
+			waits[k] = NAN;
+		*rc = L->probe_waits(L->probe_waits_ctx, L->dev, n < DEVICE_STAMPS ? n : DEVICE_STAMPS,
+				     waits);
+	} else {
+		*rc = device_probe_waits(L->dev, n, waits, &d);
+	}
+	if (*rc) {
+		*rc = env_fail(f, *rc, "reading the probes' stamps", &d);
+		return NAN;
+	}
+	for (int k = 0; k < n && k < DEVICE_STAMPS; k++)
+		if (isfinite(waits[k]) && !(waits[k] <= most))
+			most = waits[k];
+	return most;
+}
 
 int loop_window(struct loop *L, int input, enum loop_send what, struct loop_window *w,
 		struct loop_fail *f)
@@ -52,21 +87,38 @@ int loop_window(struct loop *L, int input, enum loop_send what, struct loop_wind
 	struct ca_diag d = {{0}};
 	int rc;
 
+	double delay0;
+
 	memset(w, 0, sizeof *w);
+	w->gpu_wait_s = NAN;
+	delay0 = L->ops.run_delay ? L->ops.run_delay(L->ops.ctx, what) + ca_run_delay_s(0) : NAN;
 	/* The hold: the callee wakes and launches while the supervisor's context has the GPU
 	 * (contexts take turns), so its work starts when the hold ends, all of it queued. */
 	if (L->ops.hold_s > 0 && (rc = device_hold(L->dev, L->ops.hold_s, &d)))
 		return env_fail(f, rc, "holding the GPU before a call", &d);
 	t0 = ca_now();
-	if ((rc = L->ops.send(L->ops.ctx, input, what, f)) ||
-	    (rc = L->ops.wait(L->ops.ctx, &w->ev_ms, f)))
+	L->probe_launched = false;
+	L->probe_rc = 0;
+	L->armed = true;
+	rc = L->ops.send(L->ops.ctx, input, what, f);
+	if (!rc)
+		rc = L->ops.wait(L->ops.ctx, &w->ev_ms, f);
+	L->armed = false;
+	if (rc)
 		return rc;
 	w->answer_s = ca_now() - t0;
+	if (L->probe_launched && L->probe_rc)
+		return env_fail(f, L->probe_rc, "probing the GPU after a call", &L->probe_d);
 	/* Contexts of different processes take turns on the GPU: a probe waits for whatever the
 	 * callee left running (up to a time slice; then the callee's work resumes and the next
-	 * probe waits again), so probing until a probe is quick drains it into the window. */
+	 * probe waits again), so probing until a probe is quick drains it into the window. The
+	 * first was launched when the answer arrived (loop_answered), unless the callee does not
+	 * stop (the bridge). */
 	for (;;) {
-		if ((rc = device_probe(L->dev, &p, &d)))
+		if ((w->probes > 0 || !L->probe_launched) &&
+		    (rc = device_probe_start(L->dev, w->probes, &d)))
+			return env_fail(f, rc, "probing the GPU after a call", &d);
+		if ((rc = device_probe_finish(L->dev, &p, &d)))
 			return env_fail(f, rc, "probing the GPU after a call", &d);
 		w->probes++;
 		w->probe_s += p;
@@ -88,6 +140,13 @@ int loop_window(struct loop *L, int input, enum loop_send what, struct loop_wind
 	}
 	t1 = ca_now();
 	w->window_s = t1 - t0;
+	if (L->ops.run_delay)
+		w->run_delay_s = L->ops.run_delay(L->ops.ctx, what) + ca_run_delay_s(0) - delay0;
+	else
+		w->run_delay_s = NAN;
+	w->gpu_wait_s = gpu_wait(L, w->probes, f, &rc);
+	if (rc)
+		return rc;
 	trace(what, w, t0);
 	return 0;
 }
@@ -115,7 +174,8 @@ static double median_of(double *x, size_t n)
 int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 {
 	enum { CAP = LOOP_REF_CAL_MAX };
-	double *win = NULL, *ev, *first, *absdev, *pair;
+	double *win = NULL, *ev, *first, *absdev, *pair, *wdiff;
+	size_t nw = 0;
 	size_t n = 0, cap;
 	int rc = 0;
 
@@ -125,7 +185,7 @@ int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 		runs = CAP;
 	cap = L->ops.has_ref ? CAP : (size_t)runs;
 	L->calibrated = false;
-	if (!(win = malloc(5 * cap * sizeof *win))) {
+	if (!(win = malloc(6 * cap * sizeof *win))) {
 		loop_fail_set(f, "internal", "out of memory for the calibration");
 		return CA_ERR_NOMEM;
 	}
@@ -133,6 +193,7 @@ int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 	first = ev + cap;
 	absdev = first + cap;
 	pair = absdev + cap;
+	wdiff = pair + cap;
 	/* With a reference, each empty window is prepared like a timed call and the process is
 	 * warmed first (a new process is slow for its first few dozen windows; measured on the
 	 * H200). Without one, E0 stands in for the whole fixed cost of a call, which its first,
@@ -155,6 +216,8 @@ int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 		ev[n] = w.ev_ms;
 		first[n] = w.first_probe_s;
 		pair[n] = L->ops.has_ref ? w.window_s - ref.window_s : 0.0;
+		if (L->ops.has_ref && isfinite(w.gpu_wait_s) && isfinite(ref.gpu_wait_s))
+			wdiff[nw++] = w.gpu_wait_s - ref.gpu_wait_s;
 		n++;
 		if (n < (size_t)runs)
 			continue;
@@ -178,6 +241,17 @@ int loop_calibrate(struct loop *L, int runs, struct loop_fail *f)
 	/* A probe right after a call pays for switching the GPU to this context; one that takes
 	 * several times as long waited for the callee's own work. */
 	L->cal.probe_quiet_s = fmax(4.0 * L->cal.first_probe_s, LOOP_PROBE_QUIET_MIN_S);
+	/* What an answer after the work costs the probes, next to the reference's: before any
+	 * candidate code is loaded, every answer comes after its (empty) call's work. */
+	L->cal.wait_diff_s = NAN;
+	L->cal.early_s = LOOP_EARLY_MIN_S;
+	if (nw >= 8) {
+		L->cal.wait_diff_s = median_of(wdiff, nw);
+		for (size_t i = 0; i < nw; i++)
+			absdev[i] = fabs(wdiff[i] - L->cal.wait_diff_s);
+		L->cal.early_s = fmax(LOOP_EARLY_MIN_S,
+				      L->cal.wait_diff_s + 6.0 * 1.4826 * median_of(absdev, nw));
+	}
 	if (!isfinite(L->cal.window_s) || !isfinite(L->cal.ev_ms) ||
 	    !isfinite(L->cal.ref_offset_s)) {
 		loop_fail_set(f, "env.gpu", "calibration gave no usable times");
@@ -220,11 +294,13 @@ static int window(struct state *s, int slot, int special, enum loop_send what,
 
 static void claim_and_bound(const struct loop *L, const struct loop_window *w,
 			    const struct loop_window *ref, double *claim, double *outside,
-			    int *invalid)
+			    double *quiet, int *invalid)
 {
 	double window_ms = w->window_s * 1e3;
+	double waited = ref ? w->run_delay_s - ref->run_delay_s : w->run_delay_s;
 	*outside = ref ? (w->window_s - ref->window_s - L->cal.ref_offset_s) * 1e3
 		       : (w->window_s - L->cal.window_s) * 1e3;
+	*quiet = isfinite(waited) && waited > 0 ? *outside - waited * 1e3 : *outside;
 	*claim = w->ev_ms - L->cal.ev_ms;
 	if (!isfinite(w->ev_ms) || w->ev_ms < 0 || w->ev_ms > window_ms) {
 		/* No usable claim: the outside bound stands in for it. */
@@ -232,6 +308,27 @@ static void claim_and_bound(const struct loop *L, const struct loop_window *w,
 		(*invalid)++;
 	}
 	*claim = fmax(0.0, *claim);
+}
+
+/* A timed call whose probes waited on the GPU longer than the reference's window after it, by
+ * more than the calibrated margin, answered while its work was still running (a forged answer,
+ * a patched synchronize): its claim is not used, the outside bound stands in for it, and
+ * conclude() refuses a loop with many of them. The honest worker and runner answer after a
+ * device synchronize, so their probes find only the switch back to this context, as the
+ * reference's do. */
+static void early_answer(const struct loop *L, const struct loop_window *w,
+			 const struct loop_window *ref, struct loop_result *r)
+{
+	double early;
+	if (!ref || L->ops.trusted || !isfinite(w->gpu_wait_s) || !isfinite(ref->gpu_wait_s))
+		return;
+	early = w->gpu_wait_s - ref->gpu_wait_s;
+	if (!(early > L->cal.early_s))
+		return;
+	r->early_calls++;
+	r->early_max_ms = fmax(r->early_max_ms, early * 1e3);
+	r->claims_ms[r->n] = fmax(0.0, r->outside_ms[r->n]);
+	r->claims_invalid++;
 }
 
 /* A check's verdict v (1 correct, 0 wrong, negative failure) on timed call `index` ((size_t)-1:
@@ -440,6 +537,24 @@ static int settle(struct state *s, struct loop_fail *f)
 	return 0;
 }
 
+/* A tampering verdict stands only where the windows, less the time the callee's main thread and
+ * the supervisor's waited runnable for a CPU (the kernel's schedstat, which no process can
+ * change), still show it: on a busy host an honest process's windows grow by its wake-up
+ * delays while its claims do not. The time itself is still the unadjusted bound's. */
+static bool waived_by_load(const struct loop *L, const struct timing_protocol *p,
+			   struct loop_result *r)
+{
+	struct sample_verdict quiet;
+	struct ca_diag d = {{0}};
+	if (sample_decide(r->claims_ms, r->outside_quiet_ms, r->n, p->tol_abs_us * 1e-3, p->tol_rel,
+			  L->ops.has_ref ? L->cal.ref_offset_se_s * 1e3 : 0.0,
+			  L->ops.has_ref ? SAMPLE_PAIRED : SAMPLE_CALIBRATED, L->ops.trusted, &quiet,
+			  &d) != 0)
+		return false;
+	r->load_waived = !quiet.tampering;
+	return r->load_waived;
+}
+
 /* After the timed calls: the final call (a fresh set in a used buffer, checked), then the
  * median decided (protocol/sample.h); claims far below the outside bound are tampering. */
 static int conclude(struct state *s, struct loop_fail *f)
@@ -465,7 +580,19 @@ static int conclude(struct state *s, struct loop_fail *f)
 		loop_fail_set(f, "internal", "timing: %s", d.msg);
 		return rc;
 	}
-	if (r->verdict.tampering) {
+	if (r->early_calls >= LOOP_EARLY_REFUSE_MIN &&
+	    (double)r->early_calls >= LOOP_EARLY_REFUSE_SHARE * (double)r->n) {
+		loop_fail_set(f, "hack.harness_tampering",
+			      "%d of %zu timed calls answered while their GPU work was still running "
+			      "(the supervisor's probe, launched when the answer arrived, waited up "
+			      "to %.3f ms longer than after the reference process's empty call): an "
+			      "answer must come after the call's work has finished; a forged answer, "
+			      "a patched or hooked synchronize, or a redirected GOT entry ends the "
+			      "call early",
+			      r->early_calls, r->n, r->early_max_ms);
+		return CA_ERR_REJECTED;
+	}
+	if (r->verdict.tampering && !waived_by_load(L, p, r)) {
 		loop_fail_set(f, "hack.timer_tampering",
 			      "the candidate's own timings claim a median of %.4f ms, but the "
 			      "supervisor's clock saw at least %.4f ms per call (%.4f ms less a "
@@ -506,8 +633,9 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 	stats_rng_seed(&s.rng, secret);
 	r->claims_ms = malloc(cap * sizeof *r->claims_ms);
 	r->outside_ms = malloc(cap * sizeof *r->outside_ms);
+	r->outside_quiet_ms = malloc(cap * sizeof *r->outside_quiet_ms);
 	special_at = calloc((size_t)(nspecial > 0 ? nspecial : 1), sizeof *special_at);
-	if (!r->claims_ms || !r->outside_ms || !special_at || !r->checks ||
+	if (!r->claims_ms || !r->outside_ms || !r->outside_quiet_ms || !special_at || !r->checks ||
 	    stats_running_init(&run, cap, &d)) {
 		loop_fail_set(f, "internal", "out of memory for %zu samples", cap);
 		rc = CA_ERR_NOMEM;
@@ -550,7 +678,8 @@ int loop_time(struct loop *L, const struct timing_protocol *p, int nsets, uint64
 		if (L->ops.has_ref && (rc = window(&s, slot, LOOP_NORMAL, LOOP_SEND_REF, &ref, f)))
 			goto out;
 		claim_and_bound(L, &w, L->ops.has_ref ? &ref : NULL, &r->claims_ms[r->n],
-				&r->outside_ms[r->n], &r->claims_invalid);
+				&r->outside_ms[r->n], &r->outside_quiet_ms[r->n], &r->claims_invalid);
+		early_answer(L, &w, L->ops.has_ref ? &ref : NULL, r);
 		r->slow_probes += w.slow;
 		if (stats_running_add(&run, r->claims_ms[r->n], &d)) {
 			loop_fail_set(f, "internal", "timing: %s", d.msg);
@@ -602,6 +731,7 @@ void loop_result_free(struct loop_result *r)
 {
 	free(r->claims_ms);
 	free(r->outside_ms);
+	free(r->outside_quiet_ms);
 	json_decref(r->checks);
 	memset(r, 0, sizeof *r);
 }

@@ -50,6 +50,13 @@ enum loop_keep { LOOP_KEEP_WRONG = 0, LOOP_KEPT = 1, LOOP_KEEP_FULL = 2 };
 #define LOOP_REF_OFFSET_SE_S 3e-6
 #define LOOP_PROBE_MAX_S 5.0        /* a callee's GPU work still running after this: failure */
 #define LOOP_PROBE_QUIET_MIN_S 200e-6
+/* Early answers (docs/protocol.md, "Early answers"): a timed call whose probes waited on the
+ * GPU at least this much longer than the reference's did after it (or more, from the
+ * calibration's spread) answered while its work was still running; LOOP_EARLY_REFUSE_MIN such
+ * calls, and at least LOOP_EARLY_REFUSE_SHARE of the timed calls, are hack.harness_tampering. */
+#define LOOP_EARLY_MIN_S        15e-6
+#define LOOP_EARLY_REFUSE_MIN   3
+#define LOOP_EARLY_REFUSE_SHARE 0.1
 
 /* LOOP_SEND_REF: an empty call to the reference process (loop_ops.has_ref), never to the
  * candidate's. */
@@ -74,7 +81,9 @@ struct loop_ops {
 	/* Resume the callee and send one command for inputs[input]. */
 	int (*send)(void *ctx, int input, enum loop_send what, struct loop_fail *f);
 	/* Wait for the answer, then stop the callee; *ev_ms is its claimed event time. A failed
-	 * call (or an audit's verdict) comes back as a negative code with f filled. */
+	 * call (or an audit's verdict) comes back as a negative code with f filled. A callee whose
+	 * process is stopped after its answer calls loop_answered() between reading the answer
+	 * and stopping it. */
 	int (*wait)(void *ctx, double *ev_ms, struct loop_fail *f);
 	/* Optional (NULL: no checks, as for baselines): judge the call just made on inputs[input].
 	 * 1 correct, 0 wrong (detail says how: "message", and "code" when more specific than a
@@ -90,6 +99,10 @@ struct loop_ops {
 	/* Judges kept call number `kept` as check would have judged it when it was kept. */
 	int (*check_kept)(void *ctx, int kept, json_t *detail, struct loop_fail *f);
 	bool can_audit; /* a warm-up call may be sent as LOOP_SEND_AUDIT */
+	/* Optional: how long the process that serves `what` has waited, runnable, for a CPU since
+	 * it started (ca_run_delay_s of its pid; NaN unknown). The loop adds its own thread's and
+	 * takes the difference over each window (loop_window.run_delay_s). */
+	double (*run_delay)(void *ctx, enum loop_send what);
 	/* send/wait also take LOOP_SEND_REF: an empty call to a reference process that runs no
 	 * candidate code (a twin of the callee's process, started from the same trusted binary).
 	 * Its windows, one after every timed call, are the fixed cost of observing a call at that
@@ -114,6 +127,11 @@ struct loop_calibration {
 				 window just after it), before any candidate code is loaded */
 	double ref_offset_se_s; /* its standard error (sample_median_se) */
 	int ref_pairs;          /* how many pairs it is the median of */
+	/* With a reference on a GPU: a timed call whose probes waited longer than the reference's
+	 * window after it by more than this answered early (loop_window.gpu_wait_s): the
+	 * calibration pairs' median difference plus six robust spreads, at least LOOP_EARLY_MIN_S. */
+	double early_s;
+	double wait_diff_s; /* that median difference (callee's empty window - reference's) */
 };
 
 struct loop {
@@ -121,7 +139,22 @@ struct loop {
 	struct device *dev;
 	struct loop_calibration cal;
 	bool calibrated;
+	/* Where the probes' waits come from (NULL: device_probe_waits on dev); the tests' scripted
+	 * processes have no GPU and script one here. */
+	int (*probe_waits)(void *ctx, struct device *dev, int n, double *wait_s);
+	void *probe_waits_ctx;
+	/* loop_answered(): set while a window waits for its answer; the first probe launched then */
+	bool armed, probe_launched;
+	int probe_rc;
+	struct ca_diag probe_d;
 };
+
+/* Called by a callee's wait (loop_ops.wait) as soon as the answer has been read, before the
+ * process is stopped: launches the window's first probe at once, so that an answer written
+ * while the call's GPU work is still running (forged, or from a patched synchronize) finds that
+ * work still there (loop_window.gpu_wait_s). Does nothing outside a window. `loop` is a struct
+ * loop. */
+void loop_answered(void *loop);
 
 struct loop_window {
 	double window_s;
@@ -131,6 +164,14 @@ struct loop_window {
 	double answer_s;      /* from the send to the answer */
 	int probes;
 	bool slow;      /* the first probe found the GPU busy */
+	/* The longest a probe of this window waited to start on the GPU's own timer, beyond its
+	 * launch (device_probe_waits): the switch back to this context after an idle callee, plus
+	 * any work the callee still had running when the probe was launched. NaN when unknown (no
+	 * hold, the CPU backend). */
+	double gpu_wait_s;
+	/* How long, during the window, the callee's main thread and this thread waited runnable
+	 * for a CPU (the kernel's schedstat): time a busy host added to the window. NaN unknown. */
+	double run_delay_s;
 };
 
 /* One call's window: send, wait, probe until quiet. Before calibration a probe is quiet when
@@ -148,6 +189,12 @@ struct loop_result {
 				the claim was unusable) */
 	double *outside_ms;  /* per call: window - E0 (with a reference: window - the reference's
 				window after it - ref_offset); not floored */
+	/* per call: the same less what waiting for a CPU added to the windows (run_delay_s; where
+	 * unknown, outside_ms): used only to confirm a hack.timer_tampering accusation, never for
+	 * the time (a candidate can make its own main thread wait) */
+	double *outside_quiet_ms;
+	bool load_waived;    /* claims far below outside_ms, but not below outside_quiet_ms: a busy
+				host, not tampering (no accusation; the time is still the bound's) */
 	int claims_invalid;  /* claims that were not a number within the window */
 	int warmup_calls;
 	double warmup_ms;
@@ -161,6 +208,10 @@ struct loop_result {
 	bool final_done;
 	bool paired;         /* outside bounds are paired with reference windows */
 	int slow_probes;     /* windows whose first probe found the GPU busy */
+	/* timed calls that answered while their GPU work was still running (loop_calibration.
+	 * early_s); their claims are not used (the outside bound stands in) */
+	int early_calls;
+	double early_max_ms; /* the most such a call's probes waited beyond the reference's */
 	int sm_clock_before, sm_clock_after; /* -1: unknown */
 	struct sample_verdict verdict;
 	json_t *checks;      /* [{"call", "kind": special|spot|final, "ok", ...}] */

@@ -1,6 +1,7 @@
 #include "util/proc.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -484,4 +485,28 @@ void ca_block_stop_signals(sigset_t *set)
 	sigaddset(set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+}
+
+double ca_run_delay_s(pid_t pid)
+{
+	char path[64], buf[128];
+	unsigned long long run = 0, wait = 0;
+	ssize_t n;
+	int fd;
+
+	if (pid > 0)
+		snprintf(path, sizeof path, "/proc/%ld/schedstat", (long)pid);
+	else
+		snprintf(path, sizeof path, "/proc/thread-self/schedstat");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NAN;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return NAN;
+	buf[n] = '\0';
+	if (sscanf(buf, "%llu %llu", &run, &wait) != 2)
+		return NAN;
+	return (double)wait * 1e-9;
 }

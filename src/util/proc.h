@@ -67,6 +67,11 @@ struct ca_child {
 	int wait_status;
 };
 
+/* How long task `pid` (its main thread; 0: the calling thread) has waited, runnable, for a CPU
+ * since it started, in seconds: the kernel's own account (/proc/PID/schedstat, second field),
+ * which the task cannot change. NaN when unknown (no such task, no schedstat). */
+double ca_run_delay_s(pid_t pid);
+
 int ca_child_spawn(struct ca_child *c, const char *const *argv, const struct ca_run_opts *opts,
 		   const char *stderr_path, struct ca_diag *d);
 /* Writes all of buf. */

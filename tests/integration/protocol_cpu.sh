@@ -26,7 +26,7 @@ cp "$tmp/honest" "$tmp/out"
 # (the result's numbers have 9 significant digits: the rule is checked to that precision)
 field "honest: correct, timed, decided by the sample rule" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["timing"]["candidate"]["samples"] >= 10 and (lambda t: abs(t["median_ms"] - (t["claims_median_ms"] if t["bound"] == "claims" else t["outside_ms"] - t["tol_ms"])) < 1e-7 * max(1.0, t["median_ms"]) and t["median_ms"] >= t["claims_median_ms"])(r["timing"]["candidate"])'
 field "honest: special, spot and final checks all passed" 'r["timing"]["checks"]["special"] == 2 and r["timing"]["checks"]["spot"] >= 1 and r["timing"]["checks"]["final"] is True and r["timing"]["checks"]["failed"] == 0'
-field "honest: protocol 7 by default, every timed check kept for after the loop, none settled" '(lambda c, p: p["version"] == 7 and p["settle_ms"] == 10 and p["settle_calls"] == 3 and p["defer_checks_mb"] == 4096 and c["deferred"] == c["special"] + c["spot"] and c["settle_calls"] == 0)(r["timing"]["checks"], r["timing"]["protocol"])'
+field "honest: protocol 8 by default, every timed check kept for after the loop, none settled" '(lambda c, p: p["version"] == 8 and p["settle_ms"] == 10 and p["settle_calls"] == 3 and p["defer_checks_mb"] == 4096 and c["deferred"] == c["special"] + c["spot"] and c["settle_calls"] == 0)(r["timing"]["checks"], r["timing"]["protocol"])'
 field "honest: calibrated before load, both baselines through the loop" 'r["timing"]["candidate"]["window_overhead_ms"] > 0 and r["timing"]["eager"]["samples"] >= 10 and r["timing"]["compile"]["samples"] >= 10'
 field "baselines record what they depend on" 'r["timing"]["eager"]["settings"]["torch"] and "inductor" not in r["timing"]["eager"]["settings"] and r["timing"]["compile"]["settings"]["compile_mode"] == "default" and "max_autotune" in r["timing"]["compile"]["settings"]["inductor"]'
 field "honest: five trials, the isolation report" 'len(r["trials"]) == 5 and all(t["ok"] for t in r["trials"]) and r["isolation"]["separate_process"] is True'
@@ -40,6 +40,20 @@ run "eval --verify-only" 0 "$cli" eval --device cpu --verify-only --trials 3 --j
 field "--verify-only: three trials, no timing, no reward" 'r["reason"]["code"] == "ok" and r["correct"] is True and len(r["trials"]) == 3 and not r.get("timing") and r["reward"] is None'
 run "eval --verify-only, the cheat" 1 "$cli" eval --device cpu --verify-only --trials 3 --json "$data/task" "$data/operator.py"
 field "--verify-only: torch compute still refused" 'r["reason"]["code"] == "hack.torch_compute"'
+
+# Input sets off the generator's distribution (docs/protocol.md, "In-distribution inputs"): a
+# row mean over the first half of each row is within tolerance for every plain draw of its task
+# and wrong on a varied set; its honest twin is correct on every set, verified and timed
+# (rotation sets, near-duplicates, the final set).
+run "eval --verify-only, a row mean and one over half of each row" 1 "$cli" eval --device cpu \
+  --verify-only --json "$data/rowmean_task" "$data/rowmean.py" "$data/half_rowmean.py"
+sed -n 2p "$tmp/out" >"$tmp/half"; sed -i 1q "$tmp/out"
+field "row mean: correct on five trials" 'r["reason"]["code"] == "ok" and r["correct"] is True and len(r["trials"]) == 5 and all(t["ok"] for t in r["trials"])'
+cp "$tmp/half" "$tmp/out"
+field "half of each row: a verification mismatch" 'r["reason"]["code"] == "verify.mismatch" and r["correct"] is False and r["reward"] == -1'
+run "eval the row mean, timed" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 --json \
+  "$data/rowmean_task" "$data/rowmean.py"
+field "row mean: every check of the timed loop passed" 'r["reason"]["code"] == "ok" and r["timing"]["checks"]["failed"] == 0 and r["timing"]["checks"]["final"] is True and r["timing"]["checks"]["special"] >= 2'
 
 # The rules profiles (docs/torch-rules.md, "Rules profiles"): one file, two verdicts.
 run "eval under the kernelbench rules" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \

@@ -19,6 +19,8 @@
 
 #include <math.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,7 @@
 #include "protocol/wire.h"
 #include "util/clock.h"
 #include "util/fs.h"
+#include "util/proc.h"
 
 #define N_ELEMS 4096
 #define N_SETS 3
@@ -52,7 +55,19 @@ enum mode {
 	BLAME_ENV,      /* reports its failure as the environment's */
 	SLOW_EMPTY,     /* inflates the calibration: harmless, it is done before load */
 	SKIP_THEN_DIE,  /* as SKIP_AFTER, then exits at its 31st call, before the loop ends */
+	EARLY_ANSWER,   /* computes, then answers while its (scripted) GPU work still runs 8 ms */
+	EARLY_ONCE,     /* as EARLY_ANSWER on its 9th call only */
+	HONEST_CPU,     /* 1 ms of its own CPU time a call, and claims that (as events time the GPU's
+			 * work, not the host's scheduling) */
 };
+
+/* The scripted GPU (test_loop's stand-in for the GPU's timer, loop.probe_waits): a process
+ * that answers early says until when its GPU work still runs, in a page shared with the
+ * harness. A probe launched before then waits until then; the first probe of every window also
+ * waits SWITCH_S, the switch back to the supervisor's context. */
+#define SWITCH_S 50e-6
+#define EARLY_MS 8.0
+static volatile double *gpu_busy_until;
 
 /* ---- the scripted candidate process ------------------------------------------------------------ */
 
@@ -135,6 +150,27 @@ static void candidate_main(enum mode m, int cmd_fd, int ev_fd, float **inputs, f
 					json_decref(cmd);
 					continue;
 				}
+				if ((m == EARLY_ANSWER || (m == EARLY_ONCE && calls == 9)) &&
+				    calls > 1) {
+					compute(inputs[input], outputs);
+					*gpu_busy_until = ca_now() + EARLY_MS * 1e-3;
+					say(ev_fd, "{\"event\": \"called\", \"ev_ms\": 0.01}");
+					json_decref(cmd);
+					continue;
+				}
+				if (m == HONEST_CPU) {
+					struct timespec a, b;
+					clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+					do
+						clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+					while ((double)(b.tv_sec - a.tv_sec) * 1e3 +
+						       (double)(b.tv_nsec - a.tv_nsec) * 1e-6 <
+					       1.0);
+					compute(inputs[input], outputs);
+					say(ev_fd, "{\"event\": \"called\", \"ev_ms\": 1.0}");
+					json_decref(cmd);
+					continue;
+				}
 				if (m == CACHE_BUFFER && cache[input]) {
 					memcpy(outputs, cache[input], sizeof(float) * N_ELEMS);
 				} else if (!((m == SKIP_AFTER || m == SKIP_THEN_DIE) && calls > 12)) {
@@ -208,9 +244,28 @@ fail:
 	return -1;
 }
 
+/* The scripted GPU's waits for the window's probes (launched at dev->probe_at[k]). */
+static int h_probe_waits(void *ctx, struct device *dev, int n, double *wait_s)
+{
+	(void)ctx;
+	for (int k = 0; k < n; k++)
+		wait_s[k] = (k == 0 ? SWITCH_S : 0.0) + fmax(0.0, *gpu_busy_until - dev->probe_at[k]);
+	*gpu_busy_until = 0; /* the window's probes drained it */
+	return 0;
+}
+
+static double h_run_delay(void *ctx, enum loop_send what)
+{
+	struct harness *h = ctx;
+	return ca_run_delay_s(what == LOOP_SEND_REF ? h->ref_child.pid : h->child.pid);
+}
+
 static int h_send(void *ctx, int input, enum loop_send what, struct loop_fail *f)
 {
 	struct harness *h = ctx;
+	/* as eval/verify.c: the first probe is launched the moment the answer arrives */
+	h->proc.on_answer = h->ref.on_answer = loop_answered;
+	h->proc.on_answer_arg = h->ref.on_answer_arg = &h->L;
 	if (what == LOOP_SEND_REF) {
 		h->refs++;
 		return cand_proc_send(&h->ref, WIRE_CMD_EMPTY, json_pack("{s:i}", "input", input), f);
@@ -320,6 +375,13 @@ static void start(struct harness *h, enum mode m, bool with_ref)
 
 	memset(h, 0, sizeof *h);
 	h->seed = 12345;
+	if (!gpu_busy_until) {
+		void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+				  0);
+		assert_true(page != MAP_FAILED);
+		gpu_busy_until = page;
+	}
+	*gpu_busy_until = 0;
 	assert_int_equal(device_open(&h->dev, DEVICE_CPU, 0, &d), 0);
 	for (int i = 0; i <= N_SETS; i++) {
 		h->fds[i] = memfd_create("slot", MFD_CLOEXEC);
@@ -347,8 +409,10 @@ static void start(struct harness *h, enum mode m, bool with_ref)
 	}
 	h->L.ops = (struct loop_ops){.ctx = h, .prepare = h_prepare, .send = h_send,
 				     .wait = h_wait, .check = h_check, .keep = h_keep,
-				     .check_kept = h_check_kept, .has_ref = with_ref};
+				     .check_kept = h_check_kept, .has_ref = with_ref,
+				     .run_delay = h_run_delay};
 	h->L.dev = &h->dev;
+	h->L.probe_waits = h_probe_waits;
 }
 
 static void stop(struct harness *h)
@@ -771,6 +835,108 @@ static void test_paired_lie_is_tampering(void **state)
 	stop(&h);
 }
 
+/* An answer written while the call's GPU work still runs (a forged `called`, a hooked
+ * synchronize) is seen by the probe launched when it arrives: a candidate that does so on
+ * every call is hack.harness_tampering; one that does so once is not, but those
+ * calls' claims are not used; an honest one has none. The scripted GPU stands in for the GPU's
+ * timer (h_probe_waits). */
+static void test_early_answers(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+
+	assert_int_not_equal(run_with(&h, EARLY_ANSWER, true, &r, &f), 0);
+	assert_string_equal(f.code, "hack.harness_tampering");
+	assert_non_null(strstr(f.message, "while their GPU work was still running"));
+	assert_true(r.early_calls >= LOOP_EARLY_REFUSE_MIN);
+	print_message("early answers: %d of %zu calls, up to %.3f ms; threshold %.1f us\n",
+		      r.early_calls, r.n, r.early_max_ms, h.L.cal.early_s * 1e6);
+	assert_true(r.early_max_ms > 0.5 * EARLY_MS && r.early_max_ms < 1.5 * EARLY_MS);
+	assert_true(h.L.cal.early_s >= LOOP_EARLY_MIN_S && h.L.cal.early_s < 1e-3);
+	loop_result_free(&r);
+	stop(&h);
+
+	memset(&f, 0, sizeof f);
+	settle_calls = 0; /* so that its 9th call is a timed one: 3 warm-up calls come first */
+	if (run_with(&h, EARLY_ONCE, true, &r, &f) != 0)
+		print_message("early once failed: %s: %s\n", f.code, f.message);
+	settle_calls = -1;
+	assert_string_equal(f.code, "");
+	assert_true(r.early_calls >= 1);
+	assert_true((double)r.early_calls < LOOP_EARLY_REFUSE_SHARE * (double)r.n);
+	assert_true(r.claims_invalid >= r.early_calls);
+	loop_result_free(&r);
+	stop(&h);
+
+	memset(&f, 0, sizeof f);
+	if (run_with(&h, HONEST, true, &r, &f) != 0)
+		print_message("honest failed: %s: %s\n", f.code, f.message);
+	assert_string_equal(f.code, "");
+	assert_int_equal(r.early_calls, 0);
+	loop_result_free(&r);
+	stop(&h);
+}
+
+/* A busy host is not tampering (issue 45, item 6): the scripted process claims the 1 ms of CPU
+ * time its call takes, while six processes of higher priority share its CPU, so its windows
+ * grow by the time it waits for the CPU and its claims do not, as a GPU kernel's events do not.
+ * The accusation is checked against the windows less those waits (the kernel's schedstat). */
+static void test_busy_host_is_not_tampering(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	struct timing_protocol p = protocol();
+	json_t *ans = NULL;
+	pid_t hogs[6];
+	cpu_set_t one;
+	(void)state;
+
+	if (!isfinite(ca_run_delay_s(0))) {
+		skip(); /* no schedstat on this kernel */
+		return;
+	}
+	p.tol_abs_us = 50;
+	p.tol_rel = 0.03;
+	memset(&r, 0, sizeof r);
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	start(&h, HONEST_CPU, false);
+	assert_int_equal(sched_setaffinity(h.child.pid, sizeof one, &one), 0);
+	/* calibrated on a quiet host; the load comes after, as another job's compiles do */
+	assert_int_equal(cand_proc_hello(&h.proc, &f), 0);
+	assert_int_equal(loop_calibrate(&h.L, 11, &f), 0);
+	assert_int_equal(cand_proc_command(&h.proc, WIRE_CMD_LOAD, NULL, &ans, &f), 0);
+	for (int i = 0; i < 6; i++) {
+		hogs[i] = fork();
+		assert_true(hogs[i] >= 0);
+		if (hogs[i] == 0) {
+			(void)sched_setaffinity(0, sizeof one, &one);
+			(void)setpriority(PRIO_PROCESS, 0, -15);
+			for (double t0 = ca_now(); ca_now() - t0 < 120;) {
+			}
+			_exit(0);
+		}
+	}
+	(void)loop_time(&h.L, &p, N_SETS, 0xC0FFEEull, &r, &f);
+	for (int i = 0; i < 6; i++) {
+		kill(hogs[i], SIGKILL);
+		waitpid(hogs[i], NULL, 0);
+	}
+	print_message("busy host: %s; claims %.3f ms, outside %.3f ms, tampering by the plain "
+		      "bound %d, waived %d\n",
+		      f.code[0] ? f.code : "ok", r.verdict.claims_median_ms, r.verdict.outside_ms,
+		      (int)r.verdict.tampering, (int)r.load_waived);
+	assert_string_equal(f.code, "");
+	/* the load was heavy enough to matter: without the waits taken out it was an accusation */
+	assert_true(r.verdict.tampering);
+	assert_true(r.load_waived);
+	loop_result_free(&r);
+	stop(&h);
+}
+
 static void test_sample_rule_paired_and_trusted(void **state)
 {
 	double claims[8] = {1, 1, 1, 1, 1, 1, 1, 1},
@@ -1094,6 +1260,8 @@ int main(void)
 		cmocka_unit_test(test_settle_calls),
 		cmocka_unit_test(test_deferred_checks),
 		cmocka_unit_test(test_paired_lie_is_tampering),
+		cmocka_unit_test(test_early_answers),
+		cmocka_unit_test(test_busy_host_is_not_tampering),
 		cmocka_unit_test(test_code_allowlist),
 		cmocka_unit_test(test_honest_passes),
 		cmocka_unit_test(test_lying_times_are_tampering),
