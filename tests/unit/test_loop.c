@@ -59,6 +59,8 @@ enum mode {
 	EARLY_ONCE,     /* as EARLY_ANSWER on its 9th call only */
 	HONEST_CPU,     /* 1 ms of its own CPU time a call, and claims that (as events time the GPU's
 			 * work, not the host's scheduling) */
+	ORACLE_STALE,   /* told which calls are special (an oracle better than any gap it could
+			 * time), computes those and the first 3, serves the last output otherwise */
 };
 
 /* The scripted GPU (test_loop's stand-in for the GPU's timer, loop.probe_waits): a process
@@ -68,6 +70,9 @@ enum mode {
 #define SWITCH_S 50e-6
 #define EARLY_MS 8.0
 static volatile double *gpu_busy_until;
+/* ORACLE_STALE's oracle: the harness's prepare says whether the next call is a special one. */
+static volatile int *oracle_special;
+static uint64_t loop_secret = 0xC0FFEEull;
 
 /* ---- the scripted candidate process ------------------------------------------------------------ */
 
@@ -171,6 +176,22 @@ static void candidate_main(enum mode m, int cmd_fd, int ev_fd, float **inputs, f
 					json_decref(cmd);
 					continue;
 				}
+				if (m == ORACLE_STALE && calls > 3 && !*oracle_special && cache[0]) {
+					memcpy(outputs, cache[0], sizeof(float) * N_ELEMS);
+					say(ev_fd, "{\"event\": \"called\", \"ev_ms\": 20.0}");
+					json_decref(cmd);
+					continue;
+				}
+				if (m == ORACLE_STALE) {
+					busy(WORK_MS);
+					compute(inputs[input], outputs);
+					if (!cache[0])
+						cache[0] = malloc(sizeof(float) * N_ELEMS);
+					memcpy(cache[0], outputs, sizeof(float) * N_ELEMS);
+					say(ev_fd, "{\"event\": \"called\", \"ev_ms\": 20.0}");
+					json_decref(cmd);
+					continue;
+				}
 				if (m == CACHE_BUFFER && cache[input]) {
 					memcpy(outputs, cache[input], sizeof(float) * N_ELEMS);
 				} else if (!((m == SKIP_AFTER || m == SKIP_THEN_DIE) && calls > 12)) {
@@ -225,6 +246,7 @@ static int h_prepare(void *ctx, int input, int special, uint64_t seed, struct lo
 	struct harness *h = ctx;
 	struct ca_diag d = {{0}};
 	float *x = h->in[input].host;
+	*oracle_special = special != LOOP_NORMAL;
 	if (special == LOOP_NORMAL) {
 		if (device_perturb(&h->dev, &h->in[input], 0, N_ELEMS, CA_DTYPE_F32,
 				   CA_PREP_ELEMENTS, h->state[input], seed, 0.5, &d))
@@ -380,6 +402,7 @@ static void start(struct harness *h, enum mode m, bool with_ref)
 				  0);
 		assert_true(page != MAP_FAILED);
 		gpu_busy_until = page;
+		oracle_special = (volatile int *)((char *)page + 64);
 	}
 	*gpu_busy_until = 0;
 	assert_int_equal(device_open(&h->dev, DEVICE_CPU, 0, &d), 0);
@@ -482,7 +505,7 @@ static int run_with(struct harness *h, enum mode m, bool with_ref, struct loop_r
 	    (rc = cand_proc_command(&h->proc, WIRE_CMD_LOAD, NULL, &ans, f)))
 		return rc;
 	h->refs = 0;
-	return loop_time(&h->L, &p, N_SETS, 0xC0FFEEull, r, f);
+	return loop_time(&h->L, &p, N_SETS, loop_secret, r, f);
 }
 
 static int run(struct harness *h, enum mode m, struct loop_result *r, struct loop_fail *f)
@@ -937,6 +960,36 @@ static void test_busy_host_is_not_tampering(void **state)
 	stop(&h);
 }
 
+/* Issue 45 item 5: what a candidate can see before a call (the gap since its last return, a
+ * fresh set's placing) may tell it which calls are special; it gains nothing, because spot
+ * checks are chosen after each call from the secret, on every call with probability
+ * min(1, spot_density / (i + 1)). The oracle here knows the special calls for certain, better
+ * than any timing could, and serves stale outputs on every other call: it is caught under every
+ * secret, with checks kept for after the loop and with checks made at once. */
+static void test_knowing_special_calls_gains_nothing(void **state)
+{
+	struct harness h;
+	struct loop_result r;
+	struct loop_fail f = {0};
+	(void)state;
+	for (int k = 0; k < 6; k++) {
+		loop_secret = 0x5EC0ull + (uint64_t)k * 7919u;
+		defer_checks_mb = k % 2 ? 4096 : 0;
+		keep_cap = k % 2 ? 64 : 0;
+		memset(&f, 0, sizeof f);
+		assert_int_not_equal(run_with(&h, ORACLE_STALE, false, &r, &f), 0);
+		if (strcmp(f.code, "hack.inconsistent_output") != 0 &&
+		    strcmp(f.code, "hack.final_mismatch") != 0)
+			fail_msg("secret %d: %s: %s", k, f.code, f.message);
+		assert_true(r.spot_checks >= 1);
+		loop_result_free(&r);
+		stop(&h);
+	}
+	loop_secret = 0xC0FFEEull;
+	defer_checks_mb = 0;
+	keep_cap = 0;
+}
+
 static void test_sample_rule_paired_and_trusted(void **state)
 {
 	double claims[8] = {1, 1, 1, 1, 1, 1, 1, 1},
@@ -1262,6 +1315,7 @@ int main(void)
 		cmocka_unit_test(test_paired_lie_is_tampering),
 		cmocka_unit_test(test_early_answers),
 		cmocka_unit_test(test_busy_host_is_not_tampering),
+		cmocka_unit_test(test_knowing_special_calls_gains_nothing),
 		cmocka_unit_test(test_code_allowlist),
 		cmocka_unit_test(test_honest_passes),
 		cmocka_unit_test(test_lying_times_are_tampering),
