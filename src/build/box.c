@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/buf.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/str.h"
@@ -276,14 +277,11 @@ static bool located_at(const char *line, size_t len, char *out, size_t size)
 
 char *build_filter_log(const struct build_box *bx, char *log)
 {
-	char *out, path[PATH_MAX];
-	size_t n = 0, cap;
+	struct ca_buf out = {0};
+	char path[PATH_MAX], *text;
 	bool withholding = false;
 
 	if (!bx || !log)
-		return log;
-	cap = strlen(log) + 1;
-	if (!(out = malloc(cap + 1)))
 		return log;
 	for (const char *p = log; *p;) {
 		const char *eol = strchr(p, '\n');
@@ -293,20 +291,9 @@ char *build_filter_log(const struct build_box *bx, char *log)
 		if (located_at(line, len, path, sizeof path)) {
 			withholding = !build_path_shown(bx, path);
 			if (withholding) {
-				char msg[PATH_MAX + 96], shown[256];
-				int m = snprintf(msg, sizeof msg, "%s%s",
-						 ca_printable(shown, path, sizeof shown), WITHHELD);
-				size_t k = m > 0 ? (size_t)m : 0;
-				if (n + k + 2 > cap) {
-					char *grown = realloc(out, n + k + 2 + cap);
-					if (!grown)
-						break;
-					out = grown;
-					cap = n + k + 2 + cap;
-				}
-				memcpy(out + n, msg, k);
-				n += k;
-				out[n++] = '\n';
+				char shown[256];
+				ca_buf_printf(&out, "%s%s\n", ca_printable(shown, path, sizeof shown),
+					      WITHHELD);
 				continue;
 			}
 		} else if (withholding && len > 0 && (line[0] == ' ' || line[0] == '\t')) {
@@ -314,21 +301,14 @@ char *build_filter_log(const struct build_box *bx, char *log)
 		} else {
 			withholding = false;
 		}
-		if (n + len + 2 > cap) {
-			char *grown = realloc(out, n + len + 2 + cap);
-			if (!grown)
-				break;
-			out = grown;
-			cap = n + len + 2 + cap;
-		}
-		memcpy(out + n, line, len);
-		n += len;
+		ca_buf_add(&out, line, len);
 		if (eol)
-			out[n++] = '\n';
+			ca_buf_add(&out, "\n", 1);
 	}
-	out[n] = '\0';
-	free(log);
-	return out;
+	text = out.err ? NULL : ca_buf_take(&out);
+	ca_buf_free(&out);
+	free(log); /* out of memory: no log rather than an unfiltered one */
+	return text;
 }
 
 void build_adopt(const char *path)

@@ -59,7 +59,7 @@ int build_exec(const struct build_box *bx, const char *const *argv, const struct
  * CUDA toolkit and the system's and gcc's headers becomes one line "<path>: diagnostic
  * withheld (a file outside the candidate's directory)", its quoted source and caret lines
  * dropped. Takes log (heap) and returns the filtered heap text (log itself when bx or log is
- * NULL, or out of memory). */
+ * NULL; NULL when out of memory: never the unfiltered text). */
 char *build_filter_log(const struct build_box *bx, char *log);
 bool build_path_shown(const struct build_box *bx, const char *path);
 /* A file the sandbox wrote, made the service's (owner root when running as root) before it is

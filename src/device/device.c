@@ -663,17 +663,9 @@ int device_probe_start(struct device *dev, int k, struct ca_diag *d)
 
 int device_probe_finish(struct device *dev, double *seconds, struct ca_diag *d)
 {
-	CUresult r;
-	int rc;
-
-	*seconds = 0;
-	if (dev->kind != DEVICE_CUDA)
-		return 0;
-	if ((rc = make_current(dev, d)))
-		return rc;
-	r = dev->drv->cuStreamSynchronize((CUstream)dev->stream);
-	*seconds = ca_now() - dev->probe_t0;
-	return r ? cu_fail(dev, d, r, "probing the GPU") : 0;
+	int rc = device_sync(dev, d);
+	*seconds = dev->kind == DEVICE_CUDA ? ca_now() - dev->probe_t0 : 0;
+	return rc;
 }
 
 int device_probe_waits(struct device *dev, int n, double *wait_s, struct ca_diag *d)
