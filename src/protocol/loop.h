@@ -56,7 +56,7 @@ enum loop_keep { LOOP_KEEP_WRONG = 0, LOOP_KEPT = 1, LOOP_KEEP_FULL = 2 };
  * calls, and at least LOOP_EARLY_REFUSE_SHARE of the timed calls, are hack.harness_tampering. */
 #define LOOP_EARLY_MIN_S        15e-6
 #define LOOP_EARLY_REFUSE_MIN   3
-#define LOOP_EARLY_REFUSE_SHARE 0.1
+#define LOOP_EARLY_REFUSE_SHARE 0.25
 
 /* LOOP_SEND_REF: an empty call to the reference process (loop_ops.has_ref), never to the
  * candidate's. */
