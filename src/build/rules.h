@@ -78,8 +78,9 @@ unsigned rules_file_scope_asm_line(const char *text, size_t len);
 int rules_check_sources(const char *dir, char *report, size_t report_size, struct ca_diag *d);
 
 /* Sorted relative paths ("a.cu", "sub/b.cuh") of the regular files under dir, at most max_files
- * (CA_ERR_LIMIT beyond) and RULES_MAX_TREE_DEPTH levels deep. Symbolic links to files are
- * followed, links to directories are not. Free with ca_free_names (util/fs.h). */
+ * (CA_ERR_LIMIT beyond) and RULES_MAX_TREE_DEPTH levels deep. Symbolic links to files inside
+ * dir are followed; links to files outside it (the build's sandbox would not show them) and
+ * links to directories are not. Free with ca_free_names (util/fs.h). */
 int rules_list_tree(const char *dir, size_t max_files, char ***relpaths, size_t *count,
 		    struct ca_diag *d);
 

@@ -496,6 +496,17 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Whether path resolves to a place under root (both resolved). */
+static bool inside(const char *root, const char *path)
+{
+	char r[PATH_MAX], p[PATH_MAX];
+	size_t n;
+	if (!realpath(root, r) || !realpath(path, p))
+		return false;
+	n = strlen(r);
+	return strncmp(p, r, n) == 0 && p[n] == '/';
+}
+
 static int walk(const char *root, const char *rel, int depth, struct tree *t, struct ca_diag *d)
 {
 	char dir[PATH_MAX];
@@ -531,7 +542,10 @@ static int walk(const char *root, const char *rel, int depth, struct tree *t, st
 				goto out;
 			continue;
 		}
-		if (S_ISLNK(st.st_mode) && stat(full, &st) != 0)
+		/* A symbolic link is a file of the tree only where it stays inside it: the build's
+		 * sandbox shows the compilers the tree alone, and the trusted side reads no file
+		 * outside it on the candidate's word (a link to a host file). */
+		if (S_ISLNK(st.st_mode) && (stat(full, &st) != 0 || !inside(root, full)))
 			continue;
 		if (!S_ISREG(st.st_mode))
 			continue;

@@ -530,12 +530,14 @@ static void test_list_tree(void **state)
 	assert_int_equal(ca_path_join(target, sizeof target, tmpdir, "outside.h"), 0);
 	write_file(tmpdir, "outside.h", "o");
 	assert_int_equal(ca_path_join(link, sizeof link, root, "link.h"), 0);
-	assert_int_equal(symlink(target, link), 0);
+	assert_int_equal(symlink(target, link), 0); /* outside the tree: not listed */
+	assert_int_equal(ca_path_join(link, sizeof link, root, "inlink.h"), 0);
+	assert_int_equal(symlink("b.h", link), 0); /* inside: listed */
 	assert_int_equal(ca_path_join(link, sizeof link, root, "linkdir"), 0);
 	assert_int_equal(symlink(root, link), 0); /* a loop, if it were followed */
 
 	assert_int_equal(rules_list_tree(root, 100, &names, &count, &d), 0);
-	const char *want[] = {".hidden.cuh", "a/b/c/d/depth4.h", "a/in_a.cuh", "b.h", "link.h",
+	const char *want[] = {".hidden.cuh", "a/b/c/d/depth4.h", "a/in_a.cuh", "b.h", "inlink.h",
 			      "z.cu"};
 	assert_int_equal(count, sizeof want / sizeof want[0]);
 	for (size_t i = 0; i < count; i++)
