@@ -83,11 +83,9 @@ int loop_window(struct loop *L, int input, enum loop_send what, struct loop_wind
 		struct loop_fail *f)
 {
 	double quiet = L->calibrated ? L->cal.probe_quiet_s : LOOP_PROBE_QUIET_MIN_S;
-	double t0, t1, p;
+	double t0, t1, p, delay0;
 	struct ca_diag d = {{0}};
 	int rc;
-
-	double delay0;
 
 	memset(w, 0, sizeof *w);
 	w->gpu_wait_s = NAN;
