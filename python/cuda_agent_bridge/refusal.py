@@ -48,6 +48,8 @@ ALLOWED_TENSOR = frozenset({
     "contiguous", "to", "cuda", "cpu", "clone", "copy_", "float", "half", "bfloat16", "double",
     "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided",
     "requires_grad_", "detach_",
+    # the caching allocator's bookkeeping of a tensor used on a side stream
+    "record_stream",
 })
 # ATen operator packets allowed at the dispatcher: what the calls above lower to, plus the
 # allocation a C++ binding does (torch::empty_like and friends).
@@ -60,7 +62,7 @@ ALLOWED_ATEN = frozenset({
     "split_with_sizes", "unbind", "chunk", "flatten", "unflatten", "detach", "view_as",
     "contiguous", "clone", "copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize",
     "_local_scalar_dense", "is_same_size", "sym_size", "sym_stride", "sym_numel",
-    "sym_storage_offset", "unsafe_split", "unsafe_chunk",
+    "sym_storage_offset", "unsafe_split", "unsafe_chunk", "record_stream",
 })
 _BASIC_INDEX = (int, slice, type(None), type(Ellipsis))
 

@@ -50,7 +50,9 @@ class Stopwatch:
             self._t0 = time.perf_counter()
 
     def tiny(self) -> None:
-        self._tiny.add_(1)
+        # a fill: one of the two torch kernels the candidate's process keeps under the cuda-agent
+        # rules (torch_view.py), so the runner's calibration call runs there too
+        self._tiny.fill_(1.0)
 
     def stop(self) -> float:
         if not self.is_cuda:

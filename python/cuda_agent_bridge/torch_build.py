@@ -1050,6 +1050,7 @@ def _report(status: str, message: str, start: float, arch: str, **more: Any) -> 
         "cached": more.get("all_cached", False), "arch": arch, "hash": more.get("hash", ""),
         "modules": more.get("modules", []), "code": more.get("code", ""),
         "notes": more.get("notes", []), "torch_lib": more.get("torch_lib", ""),
+        "sandboxed": more.get("sandboxed", False),
     }
     return report
 
@@ -1114,7 +1115,8 @@ class _Builder:
         listed = [{"name": m.name, "key": m.key, "library": m.library} for m in modules]
         return _report("ok", "", self.start, self.arch, compiled=self.compiled,
                        cached=self.cached, all_cached=self.compiled == 0 and self.linked == 0,
-                       hash=hashed, modules=listed, torch_lib=_torch().lib_dir)
+                       hash=hashed, modules=listed, torch_lib=_torch().lib_dir,
+                       sandboxed=self.sandbox.exe is not None)
 
     def _obj(self, key: str) -> str:
         return os.path.join(self.obj_dir, key + ".o")

@@ -10,7 +10,15 @@ variation) is varied, with a plan chosen from that seed alone:
 - ``plain`` (probability 1/8): the draw as it is;
 - otherwise **steps** along every dimension of every varied tensor, always: along dimension d
   a split point k (uniform in [n/4, 3n/4]) divides the tensor into a front and a back part,
-  shifted differently; plus, each with probability 1/2, **sort** (after the steps, along one
+  shifted differently; then **noise**, always: every element moved on its own (additive,
+  NOISE_STD standard deviations times a N(0, 1) draw; a factor exp(NOISE_LOG * N(0, 1)) for a
+  one-signed tensor, at most 1 for one within [-1, 1]), so that a statistic of any fixed subset
+  of the elements is off by several of its standard errors; and a **comb**, always: in memory
+  order, each of the low COMB_BITS bits b of an element's index adds +-c_b (a sign and a size
+  of COMB_STD standard deviations per bit; a factor for a one-signed tensor), zero on average
+  over every aligned run of 2^COMB_BITS elements, so a subsample of every other element or every
+  other line of 2^b elements (a strided read of half the bytes) is off by c_b; plus, each with
+  probability 1/2, **sort** (after the steps, along one
   dimension, ascending or descending), **scale** (the whole tensor by a factor in [1/4, 4];
   [1/2, 2] for fp16/bf16) and **outliers** (1 to 8 elements moved by 8 to 16 standard
   deviations).
@@ -52,6 +60,10 @@ SCALE_MAX = 4.0
 SCALE_MAX_HALF = 2.0  # fp16 / bf16
 OUTLIERS_MAX = 8
 OUTLIER_STD = (8.0, 16.0)
+NOISE_STD = (4.0, 8.0)  # additive noise, in the tensor's standard deviations (fp16/bf16: half)
+NOISE_LOG = (0.25, 0.5)  # multiplicative noise: exp(a * N(0, 1)), a in this range
+COMB_BITS = 7  # the comb's period: 128 elements (lines of 1 to 64 elements)
+COMB_STD = (0.25, 0.5)  # each bit's size, in standard deviations (a log factor: a tenth)
 EXTRAS = ("sort", "scale", "outliers")
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 SORT_CHUNK = 1 << 26  # elements sorted at once
@@ -185,6 +197,49 @@ def _steps(x: torch.Tensor, st: Structure, kind: _Kind, std: float,
     return x.add_(total) if kind.additive else x.mul_(total)
 
 
+def _noise(x: torch.Tensor, st: Structure, kind: _Kind, std: float, half: bool,
+           gen: torch.Generator) -> torch.Tensor:
+    """Every element moved on its own by a N(0, 1) draw (symmetric in a symmetric tensor), drawn
+    on x's device from a generator seeded by gen."""
+    lo, hi = NOISE_LOG if not kind.additive else NOISE_STD
+    amp = _uniform(gen, lo, hi) * (0.5 if half else 1.0)
+    dev_gen = torch.Generator(device=x.device).manual_seed(
+        int(torch.randint(2**62, (), generator=gen)))
+    eps = torch.randn(x.shape, generator=dev_gen, device=x.device, dtype=x.dtype)
+    if st.symmetric and x.dim() >= 2:
+        eps = (eps + eps.transpose(-1, -2)).mul_(math.sqrt(0.5))
+    if kind.additive:
+        return x.add_(eps.mul_(amp * std))
+    if kind.shrink_only:
+        eps.abs_().neg_()
+    return x.mul_(eps.mul_(amp).exp_())
+
+
+def _comb(x: torch.Tensor, kind: _Kind, std: float, gen: torch.Generator) -> torch.Tensor:
+    """The comb: sum over bits b < COMB_BITS of sign_b * size_b * (-1)^(bit b of the index)."""
+    period = 1 << COMB_BITS
+    index = torch.arange(period)
+    pattern = torch.zeros(period, dtype=torch.float64)
+    for b in range(COMB_BITS):
+        size = _uniform(gen, *COMB_STD) * (1.0 if kind.additive else 0.1)
+        sign = 1.0 if _coin(gen) else -1.0
+        pattern += sign * size * (1.0 - 2.0 * ((index >> b) & 1).double())
+    flat = x.view(-1)
+    whole = flat.numel() // period * period
+    rows = flat[:whole].view(-1, period)
+    tail = flat[whole:]
+    p = pattern.to(x.device, x.dtype)
+    if kind.additive:
+        rows.add_(p.mul(std))
+        tail.add_(p[:tail.numel()].mul(std))
+    else:
+        if kind.shrink_only:
+            p = p.abs().neg()
+        rows.mul_(p.exp())
+        tail.mul_(p[:tail.numel()].exp())
+    return x
+
+
 def _outliers(x: torch.Tensor, st: Structure, kind: _Kind, std: float,
               gen: torch.Generator) -> torch.Tensor:
     """1 to OUTLIERS_MAX elements moved by 8 to 16 standard deviations (away from zero for a
@@ -245,6 +300,10 @@ def vary_tensor(t: torch.Tensor, st: Structure | None, plan_: Plan,
     if not math.isfinite(std) or std == 0.0:
         std = float(x.abs().mean()) or 1.0
     x = _steps(x, st, kind, std, gen)
+    if st.sorted_dim is None:  # a sorted fibre keeps its order: no element moves on its own
+        x = _noise(x, st, kind, std, t.dtype in HALF_DTYPES, gen)
+        if not st.symmetric:
+            x = _comb(x, kind, std, gen)
     if "sort" in plan_.extras and not st.fixed_zeros and not st.symmetric and x.dim() >= 1:
         if st.sorted_dim is not None:
             dim, desc = st.sorted_dim, st.descending

@@ -174,6 +174,32 @@ def test_half_row_mean_fails_every_varied_set(kind: str, dim: int) -> None:
         assert fails(half_row_mean(y, dim), ref), vary.plan(s).name
 
 
+def strided_row_mean(x: torch.Tensor, line: int) -> torch.Tensor:
+    """The mean over every other line of `line` elements of each row (half the bytes read)."""
+    n = x.shape[-1]
+    return x.reshape(*x.shape[:-1], n // (2 * line), 2, line)[..., 0, :].double().mean((-1, -2))
+
+
+@pytest.mark.parametrize("line", [1, 32])
+def test_strided_row_mean_fails_varied_sets(line: int) -> None:
+    """A subsample spread evenly over the row (every other element, every other 128-byte line)
+    moves with no step or outlier; the per-element noise moves it by many standard errors. A set
+    sorted along the rows hides it (a sorted row's every other element has its mean), so the
+    sets that do not sort all catch it, and at least 3 in 4 overall."""
+    x = torch.randn(64, 1 << 18, generator=torch.Generator().manual_seed(12))
+    assert not fails(strided_row_mean(x, line), x.double().mean(-1))  # plain: it passes
+    caught = 0
+    seeds = varied_seeds(32)
+    for s in seeds:
+        y = one(x, s)
+        ref = y.double().mean(-1)
+        assert not fails(y.mean(-1).double(), ref)
+        bad = fails(strided_row_mean(y, line), ref)
+        caught += bad
+        assert bad or "sort" in vary.plan(s).extras, vary.plan(s).name
+    assert caught >= 0.75 * len(seeds)
+
+
 def test_honest_computations_stay_within_tolerance() -> None:
     """fp32 computations of common tasks on varied sets against float64 references: no new
     NaN or infinity, every element within the default tolerance."""

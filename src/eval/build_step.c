@@ -25,8 +25,9 @@ static json_t *build_json(const struct build_result *b)
 	save = NULL;
 	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		json_array_append_new(resources, json_string(line));
-	return json_pack("{s:s, s:f, s:b, s:s, s:i, s:i, s:s, s:s, s:o, s:o}", "status",
+	return json_pack("{s:s, s:f, s:b, s:b, s:s, s:i, s:i, s:s, s:s, s:o, s:o}", "status",
 			 build_status_code(b->status), "seconds", b->seconds, "cached", b->cached,
+			 "sandboxed", b->sandboxed,
 			 "arch", b->arch, "units_compiled", b->objects_compiled, "units_cached",
 			 b->objects_cached, "hash", b->hash, "library",
 			 b->status == BUILD_OK ? b->library : "", "errors", errors, "resources",
@@ -325,7 +326,7 @@ static int step_record(struct run *r, const char *specs_path)
 		return -1;
 	}
 	const char *more[] = {r->cand_path, NULL};
-	int nb = python_binds(rt, more, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
+	int nb = python_binds(rt, more, false, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
 	char inductor_env[PATH_MAX + 48];
 	snprintf(inductor_env, sizeof inductor_env, "TORCHINDUCTOR_CACHE_DIR=%s/torch-cache",
 		 r->work);

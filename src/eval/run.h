@@ -175,13 +175,16 @@ void step_env(struct run *r);                              /* result.c */
 /* The cached baselines of this evaluation's task and device (result.c), or NULL. */
 json_t *cached_baselines(struct run *r);
 
-#define SPAWN_MAX_BINDS (PY_RUNTIME_MAX_DIRS + 8)
-#define SPAWN_MAX_ENV   8
+#define SPAWN_MAX_BINDS (PY_RUNTIME_MAX_DIRS + PY_VIEW_MAX_MASKS + 8)
+#define SPAWN_MAX_ENV   12
 /* How the candidate's process starts (spawn.c; build_step.c records kernelbench files with
  * it too). */
 const char *session_python(const struct eval_session *s);
 const struct python_runtime *session_runtime(struct run *r, struct ca_diag *d);
-int python_binds(const struct python_runtime *rt, const char *const *more,
+/* The session's runtime with its kernel-free view of torch built or found (once a session). */
+const struct python_runtime *session_torch_view(struct run *r, struct ca_diag *d);
+/* Binds of the runner: the runtime's directories, `more`, then (view) the runtime's masks. */
+int python_binds(const struct python_runtime *rt, const char *const *more, bool view,
 		 struct sandbox_bind *binds, size_t cap, char *pp_env, size_t pp_size);
 extern const char *const python_env_fixed[];
 int spawn_candidate(struct run *r, const char *const *argv, const struct sandbox_bind *binds,

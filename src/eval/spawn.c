@@ -167,9 +167,20 @@ const struct python_runtime *session_runtime(struct run *r, struct ca_diag *d)
 	return r->s->py;
 }
 
+const struct python_runtime *session_torch_view(struct run *r, struct ca_diag *d)
+{
+	if (!session_runtime(r, d))
+		return NULL;
+	if (!r->s->py->view_ready && python_torch_view(session_python(r->s), r->s->py, d))
+		return NULL;
+	return r->s->py;
+}
+
 /* Binds and environment of `python -m cuda_agent_bridge.runner`: the runtime's
- * directories, then `more`. Returns the number of binds, or -1 (message in d). */
-int python_binds(const struct python_runtime *rt, const char *const *more,
+ * directories, then `more`, then with `view` the kernel-free torch libraries over their
+ * originals (after the directories that hold them: a later mount covers an earlier one).
+ * Returns the number of binds. */
+int python_binds(const struct python_runtime *rt, const char *const *more, bool view,
 		 struct sandbox_bind *binds, size_t cap, char *pp_env, size_t pp_size)
 {
 	size_t n = 0;
@@ -177,6 +188,8 @@ int python_binds(const struct python_runtime *rt, const char *const *more,
 		binds[n++] = (struct sandbox_bind){.src = rt->dirs[i]};
 	for (size_t i = 0; more[i] && n < cap; i++)
 		binds[n++] = (struct sandbox_bind){.src = more[i]};
+	for (int i = 0; view && i < rt->n_masks && n < cap; i++)
+		binds[n++] = (struct sandbox_bind){.src = rt->masks[i].src, .dst = rt->masks[i].dst};
 	if (ca_pythonpath_env(pp_env, pp_size, rt->package_dir, PYTHONPATH_OURS, NULL, NULL))
 		pp_env[0] = '\0'; /* cannot happen: pp_size holds a PATH_MAX path */
 	return (int)n;
@@ -472,6 +485,16 @@ int step_start(struct run *r)
 	}
 	if (data_open(r))
 		return -1;
+	/* Under the cuda-agent rules on a GPU, the runner sees torch's CUDA libraries without
+	 * torch's compute kernels (python/cuda_agent_bridge/torch_view.py): torch compute in
+	 * forward() fails however it is reached. It needs the sandbox's mount namespace. */
+	bool view = !native && r->rules == TORCH_PROFILE_CUDA_AGENT &&
+		    r->data.dev.kind == DEVICE_CUDA && r->sandboxed;
+	if (view && !(rt = session_torch_view(r, &d))) {
+		set_reason(r, "env.bridge", "cannot show the runner torch without its kernels: %s",
+			   d.msg);
+		return -1;
+	}
 	/* The native worker runs native candidates, and on a GPU every timed candidate's
 	 * reference process (twin_start: only the timed loop's calibration and outside bound use
 	 * it, so verification alone starts none) */
@@ -502,9 +525,16 @@ int step_start(struct run *r)
 	snprintf(inductor_env, sizeof inductor_env, "TORCHINDUCTOR_CACHE_DIR=%s/torch-cache",
 		 r->work);
 	snprintf(triton_env, sizeof triton_env, "TRITON_CACHE_DIR=%s/triton-cache", r->work);
+	char preload_env[PATH_MAX + 16] = "";
+	if (view && rt->preload[0])
+		snprintf(preload_env, sizeof preload_env, "LD_PRELOAD=%s", rt->preload);
+	/* With the view: lazy module loading (a unit without device code fails at its first
+	 * launch, not when the context is made) and the refusal library that torch's renamed
+	 * cuBLAS/cuDNN calls resolve to */
 	const char *py_env[] = {pp_env,	      python_env_fixed[0], python_env_fixed[1],
 				python_env_fixed[2], inductor_env,	   triton_env,
-				NULL};
+				view ? "CUDA_MODULE_LOADING=LAZY" : NULL, view ? "CA_TORCH_VIEW=1" : NULL,
+				preload_env[0] ? preload_env : NULL, NULL};
 	if (native) {
 		binds[nb++] = (struct sandbox_bind){.src = worker};
 		binds[nb++] = (struct sandbox_bind){.src = plan_path};
@@ -512,7 +542,7 @@ int step_start(struct run *r)
 			binds[nb++] = (struct sandbox_bind){.src = lib_dir};
 	} else {
 		const char *more[] = {plan_path, lib_dir, r->task.dir, r->cand_path, NULL};
-		nb = python_binds(rt, more, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
+		nb = python_binds(rt, more, view, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
 	}
 	double spawned = ca_now();
 	pin_begin(r, twin);

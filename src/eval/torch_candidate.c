@@ -184,6 +184,90 @@ out:
 	return rc;
 }
 
+/* One mask of the view's answer, checked: its source inside `root`, its destination a file. */
+static int add_mask(struct python_runtime *rt, const json_t *pair, const char *root,
+		    struct ca_diag *d)
+{
+	const char *src = json_string_value(json_array_get(pair, 0));
+	const char *dst = json_string_value(json_array_get(pair, 1));
+	size_t n = strlen(root);
+	if (!json_is_array(pair) || json_array_size(pair) != 2 || !src || !dst ||
+	    strncmp(src, root, n) != 0 || src[n] != '/' || strstr(src, "/..") || dst[0] != '/' ||
+	    !ca_is_file(src) || !ca_is_file(dst))
+		return ca_fail(d, CA_ERR_CHILD, "torch_view: a mask that is not a file of %s shown "
+			       "over a file", root);
+	if (rt->n_masks == PY_VIEW_MAX_MASKS)
+		return ca_fail(d, CA_ERR_LIMIT, "torch_view: more than %d masks", PY_VIEW_MAX_MASKS);
+	struct python_mask *m = &rt->masks[rt->n_masks];
+	if (ca_strlcpy(m->src, src, sizeof m->src) || ca_strlcpy(m->dst, dst, sizeof m->dst))
+		return ca_fail(d, CA_ERR_LIMIT, "torch_view: path too long");
+	rt->n_masks++;
+	return 0;
+}
+
+int python_torch_view(const char *python, struct python_runtime *rt, struct ca_diag *d)
+{
+	char cache[PATH_MAX], root[PATH_MAX], pp_env[PATH_MAX + 16];
+	const char *env_add[] = {pp_env, "PYTHONDONTWRITEBYTECODE=1", NULL};
+	const char *argv[] = {python, "-m", "cuda_agent_bridge.torch_view", "--cache", root, NULL};
+	/* first build: copies of about 2 GB of libraries (seconds; minutes on a slow disk) */
+	struct ca_run_opts ro = {.env_add = env_add, .timeout_s = 600.0,
+				 .stdout_cap = PROBE_MAX_OUTPUT};
+	struct ca_run_result res = {0};
+	json_t *obj = NULL, *pair;
+	size_t i;
+	int rc;
+
+	rt->n_masks = 0;
+	if ((rc = ca_cache_dir(cache, sizeof cache, d)) ||
+	    (rc = ca_format(root, sizeof root, "%s/torch-view", cache)) ||
+	    (rc = ca_mkdirs(root, 0755, d)) || !realpath(root, cache) ||
+	    (rc = ca_format(root, sizeof root, "%s", cache)) ||
+	    (rc = ca_pythonpath_env(pp_env, sizeof pp_env, rt->package_dir, PYTHONPATH_OURS, NULL,
+				    d)))
+		return rc ? rc : ca_fail(d, CA_ERR_IO, "torch_view: cannot resolve %s", root);
+	if ((rc = ca_run(argv, &ro, &res, d)))
+		return ca_fail_prefix(d, rc, "cannot run %s", python);
+	if (res.timed_out || res.term_signal || res.exit_code != 0) {
+		char how[128];
+		ca_run_describe(&res, how, sizeof how);
+		rc = ca_fail(d, CA_ERR_CHILD, "building the view of torch without its kernels "
+			     "failed (%s): %.300s", how, res.err ? res.err : "");
+		goto out;
+	}
+	obj = json_loads(res.out, 0, NULL);
+	if (!json_is_array(json_object_get(obj, "masks"))) {
+		rc = ca_fail(d, CA_ERR_CHILD, "torch_view: unexpected answer");
+		goto out;
+	}
+	json_array_foreach(json_object_get(obj, "masks"), i, pair)
+		if ((rc = add_mask(rt, pair, root, d)))
+			goto out;
+	const char *preload = json_string_value(json_object_get(obj, "preload"));
+	rt->preload[0] = '\0';
+	if (preload && preload[0]) {
+		bool shown = false;
+		for (int k = 0; k < rt->n_masks; k++)
+			shown |= strcmp(rt->masks[k].src, preload) == 0 &&
+				 strcmp(rt->masks[k].dst, preload) == 0;
+		if (!shown || ca_strlcpy(rt->preload, preload, sizeof rt->preload)) {
+			rc = ca_fail(d, CA_ERR_CHILD, "torch_view: a preload that is not a mask");
+			goto out;
+		}
+	}
+	rt->view_ready = true;
+	ca_log_debug("torch view: %d masks (%.3f s)", rt->n_masks,
+		     json_number_value(json_object_get(obj, "seconds")));
+out:
+	if (rc) {
+		rt->n_masks = 0;
+		rt->preload[0] = '\0';
+	}
+	json_decref(obj);
+	ca_run_result_free(&res);
+	return rc;
+}
+
 static int status_from(const char *s, enum build_status *out)
 {
 	static const struct {
@@ -378,6 +462,7 @@ int torch_build_run_checked(const char *python, const char *const *args, double 
 			ca_log_warn("%s", json_string_value(v));
 	res->seconds = json_number_value(json_object_get(rep, "seconds"));
 	res->cached = json_is_true(json_object_get(rep, "cached"));
+	res->sandboxed = json_is_true(json_object_get(rep, "sandboxed"));
 	res->objects_compiled = (int)json_integer_value(json_object_get(rep, "units_compiled"));
 	res->objects_cached = (int)json_integer_value(json_object_get(rep, "units_cached"));
 	if (json_is_string(json_object_get(rep, "hash")))

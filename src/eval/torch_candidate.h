@@ -48,6 +48,13 @@ int candidate_format_detect(const char *path, enum candidate_format *fmt, char *
 			    size_t resolved_size, struct ca_diag *d);
 
 #define PY_RUNTIME_MAX_DIRS 16
+#define PY_VIEW_MAX_MASKS 48
+
+/* One file of the kernel-free view: `src` (in the view's cache) shown at `dst` (the original). */
+struct python_mask {
+	char src[PATH_MAX];
+	char dst[PATH_MAX];
+};
 
 /* What the sandbox must show for `python -m cuda_agent_bridge.runner` to run. */
 struct python_runtime {
@@ -55,10 +62,24 @@ struct python_runtime {
 	char package_dir[PATH_MAX]; /* <install root>/python: PYTHONPATH */
 	char dirs[PY_RUNTIME_MAX_DIRS][PATH_MAX]; /* read-only binds, none inside another */
 	int n_dirs;
+	/* The kernel-free view of torch's CUDA libraries (python_torch_view), bound over the
+	 * originals after the directories for candidates judged under the cuda-agent rules */
+	struct python_mask masks[PY_VIEW_MAX_MASKS];
+	int n_masks;
+	char preload[PATH_MAX]; /* the view's refusal library (LD_PRELOAD; one of the masks) or "" */
+	bool view_ready;
 };
 
 /* Asks `python` (a few ms: no torch import) for its executable, prefixes and sys.path. */
 int python_runtime_probe(const char *python, struct python_runtime *rt, struct ca_diag *d);
+
+/* Fills rt->masks from `python -m cuda_agent_bridge.torch_view --cache <cache>/torch-view`: the
+ * copies of torch's CUDA libraries without torch's compute kernels (docs/security.md, "Torch
+ * compute in PyTorch-format candidates"), built once per install (about 2 s and 0.9 GB of disk
+ * for torch 2.11), found by key afterwards (tens of ms). Every mask's source must lie in that
+ * directory and its destination be an absolute regular file; the preload, when given, must be
+ * one of the masks. Sets rt->view_ready. */
+int python_torch_view(const char *python, struct python_runtime *rt, struct ca_diag *d);
 
 /* Runs `python -m cuda_agent_bridge.torch_build <args...> --profile <profile>` (args
  * NULL-terminated: "workdir DIR ..." or "inline SPECS.json ...") and fills res from its report

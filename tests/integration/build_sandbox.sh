@@ -2,7 +2,7 @@
 # `cuda-agent sandbox-exec` (the build sandbox for builds driven from elsewhere, e.g. torch's
 # cpp_extension) and the native build's sandbox through `cuda-agent compile`, without a GPU:
 # writes land only in the --rw directory; no network (socket() refused); a daemon does not
-# outlive the command; the time limit gives 124; exit codes and signals pass through; both
+# outlive the command; memory is capped; the time limit gives 124; exit codes and signals pass through; both
 # streams are forwarded; CUDA_AGENT_SANDBOX=0 runs unsandboxed with a warning; a macro-built
 # #include of /etc/hostname cannot read it and the hostname is not shown.
 # When this machine cannot make the sandbox (no user or mount namespaces), its checks are
@@ -57,6 +57,14 @@ fi
 rc=$?
 [ "$rc" -ne 0 ] && ! grep -q connected "$tmp/out" && ok "bash /dev/tcp fails (exit $rc)" \
   || bad "bash /dev/tcp: exit $rc"
+
+# memory: the address space is capped (RLIMIT_AS, 16 GiB): a 20 GiB allocation fails at once
+if [ -x /usr/bin/python3 ]; then
+  run "a 20 GiB allocation fails (MemoryError)" 1 "$cli" sandbox-exec -- /usr/bin/python3 -c \
+    'b = bytearray(20 << 30); print("allocated")'
+  grep -q MemoryError "$tmp/err" && ! grep -q allocated "$tmp/out" && ok "MemoryError, nothing allocated" \
+    || bad "stdout: $(cat "$tmp/out"), stderr: $(tail -2 "$tmp/err")"
+fi
 
 # a daemon does not outlive the command
 run "a daemon is started" 0 "$cli" sandbox-exec -- /bin/sh -c 'sleep 1000.25 & disown 2>/dev/null; echo started'

@@ -491,6 +491,94 @@ static void test_gpu_stage_turns(void **state)
 	ca_remove_tree(dir, NULL);
 }
 
+/* The kernel-free view's answer, checked: masks from the view's own directory shown over files,
+ * nothing else; python_binds puts them after the directories only when asked. The "python" is a
+ * script printing $FAKE_VIEW (or failing when it is "fail"). */
+static void put_file(const char *path, const char *text, unsigned mode)
+{
+	assert_int_equal(ca_write_file_atomic(path, text, strlen(text), NULL), 0);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+static void test_torch_view_masks(void **state)
+{
+	char py[PATH_MAX], root[PATH_MAX], cache[PATH_MAX], mask[PATH_MAX], orig[PATH_MAX];
+	char json[6 * PATH_MAX], pp_env[PATH_MAX + 16];
+	struct python_runtime *rt = calloc(1, sizeof *rt);
+	struct ca_diag d = {{0}};
+	struct sandbox_bind binds[SPAWN_MAX_BINDS];
+	const char *more[] = {"/more", NULL};
+	(void)state;
+	assert_non_null(rt);
+	assert_int_equal(ca_format(py, sizeof py, "%s/fake-view-python", tmp), 0);
+	put_file(py, "#!/bin/sh\n[ \"$FAKE_VIEW\" = fail ] && { echo broken >&2; exit 3; }\n"
+		     "printf '%s\\n' \"$FAKE_VIEW\"\n", 0755);
+	assert_int_equal(ca_format(cache, sizeof cache, "%s/cache/torch-view", tmp), 0);
+	assert_int_equal(ca_mkdirs(cache, 0755, NULL), 0);
+	assert_non_null(realpath(cache, root));
+	assert_int_equal(ca_format(mask, sizeof mask, "%s/000-libtorch_cuda.so", root), 0);
+	assert_int_equal(ca_format(orig, sizeof orig, "%s/libtorch_cuda.so", tmp), 0);
+	put_file(mask, "view", 0644);
+	put_file(orig, "original", 0644);
+	ca_strlcpy(rt->package_dir, tmp, sizeof rt->package_dir);
+	ca_strlcpy(rt->dirs[0], "/site", sizeof rt->dirs[0]);
+	rt->n_dirs = 1;
+
+	snprintf(json, sizeof json, "{\"masks\": [[\"%s\", \"%s\"]], \"seconds\": 0.1}", mask,
+		 orig);
+	setenv("FAKE_VIEW", json, 1);
+	assert_int_equal(python_torch_view(py, rt, &d), 0);
+	assert_true(rt->view_ready);
+	assert_int_equal(rt->n_masks, 1);
+	assert_string_equal(rt->masks[0].src, mask);
+	assert_string_equal(rt->masks[0].dst, orig);
+	int nb = python_binds(rt, more, true, binds, SPAWN_MAX_BINDS, pp_env, sizeof pp_env);
+	assert_int_equal(nb, 3);
+	assert_string_equal(binds[0].src, "/site");
+	assert_string_equal(binds[1].src, "/more");
+	assert_string_equal(binds[2].src, mask);
+	assert_string_equal(binds[2].dst, orig);
+	assert_int_equal(python_binds(rt, more, false, binds, SPAWN_MAX_BINDS, pp_env,
+				      sizeof pp_env), 2);
+	assert_string_equal(rt->preload, "");
+
+	/* the refusal library: preloaded only when it is also shown (a mask onto itself) */
+	snprintf(json, sizeof json, "{\"masks\": [[\"%s\", \"%s\"], [\"%s\", \"%s\"]], "
+		 "\"preload\": \"%s\"}", mask, orig, mask, mask, mask);
+	setenv("FAKE_VIEW", json, 1);
+	assert_int_equal(python_torch_view(py, rt, &d), 0);
+	assert_string_equal(rt->preload, mask);
+	snprintf(json, sizeof json, "{\"masks\": [[\"%s\", \"%s\"]], \"preload\": \"%s\"}",
+		 mask, orig, mask);
+	setenv("FAKE_VIEW", json, 1);
+	assert_int_not_equal(python_torch_view(py, rt, &d), 0);
+	assert_string_equal(rt->preload, "");
+
+	/* refused: a source outside the view's directory, a way out of it, a missing
+	 * destination, a bad shape, a failed build */
+	char bad[5][3 * PATH_MAX];
+	snprintf(bad[0], sizeof bad[0], "[[\"%s\", \"%s\"]]", orig, orig);
+	snprintf(bad[1], sizeof bad[1], "[[\"%s/../torch-view/000-libtorch_cuda.so\", \"%s\"]]",
+		 root, orig);
+	snprintf(bad[2], sizeof bad[2], "[[\"%s\", \"/nonexistent/lib.so\"]]", mask);
+	snprintf(bad[3], sizeof bad[3], "[\"%s\"]", mask);
+	snprintf(bad[4], sizeof bad[4], "{}");
+	for (size_t i = 0; i < 5; i++) {
+		snprintf(json, sizeof json, "{\"masks\": %s}", bad[i]);
+		setenv("FAKE_VIEW", json, 1);
+		memset(&d, 0, sizeof d);
+		assert_int_not_equal(python_torch_view(py, rt, &d), 0);
+		assert_int_equal(rt->n_masks, 0);
+		assert_true(strlen(d.msg) > 0);
+	}
+	setenv("FAKE_VIEW", "fail", 1);
+	memset(&d, 0, sizeof d);
+	assert_int_not_equal(python_torch_view(py, rt, &d), 0);
+	assert_non_null(strstr(d.msg, "broken"));
+	unsetenv("FAKE_VIEW");
+	free(rt);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -503,6 +591,7 @@ int main(void)
 		cmocka_unit_test(test_bridge_and_describe),
 		cmocka_unit_test(test_gpu_stage_turns),
 		cmocka_unit_test(test_session_keeps_device),
+		cmocka_unit_test(test_torch_view_masks),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

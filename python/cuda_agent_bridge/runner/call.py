@@ -25,6 +25,9 @@ Contract (``Harness``, made once the slots are mapped):
 
 from __future__ import annotations
 
+import ctypes
+import os
+
 import torch
 from torch import nn
 
@@ -45,6 +48,34 @@ CUDA_FAULTS = (
     ("unspecified launch failure", "fault.launch_failure"),
     ("CUDA error", "fault.cuda_error"),
 )
+
+
+# A launch whose unit has no device code: under the cuda-agent rules on a GPU, the process sees
+# torch's libraries without torch's compute kernels (torch_view.py), and the extension is always
+# built for this device, so the launch was torch compute, however forward() reached it.
+NO_KERNEL_IMAGE = "no kernel image is available"
+_LIB_REFUSED = ("ModelNew.forward() made torch call {} (torch's own calls into cuBLAS and cuDNN "
+                "are cut in the candidate's process; call the library from your extension)")
+
+
+def _refused_cell() -> ctypes.Array[ctypes.c_char] | None:
+    if os.environ.get("CA_TORCH_VIEW") != "1":
+        return None
+    try:
+        return (ctypes.c_char * 128).in_dll(ctypes.CDLL(None), "ca_torch_refused")
+    except (OSError, ValueError):
+        return None
+
+
+_REFUSED = _refused_cell()
+
+
+def view_refused() -> str | None:
+    """The first cuBLAS/cuDNN call torch made and the view's refusal library answered (torch's
+    own library calls resolve there: torch_view.py), or None (no view, or no such call)."""
+    if _REFUSED is None:
+        return None
+    return _REFUSED.value.decode("ascii", "replace") or None
 
 
 def cuda_fault(text: str) -> str | None:
@@ -150,6 +181,9 @@ class Harness:
                     raise CallFailed("hack.torch_compute",
                                      f"ModelNew.forward() called {guard.refused} and caught the "
                                      "refusal; torch compute is refused while the candidate runs")
+                lib_call = view_refused() if self.guarded else None
+                if lib_call:
+                    raise CallFailed("hack.torch_compute", _LIB_REFUSED.format(lib_call))
                 for view, o in zip(self.out_views, self._outputs(out), strict=True):
                     view.copy_(o)
             return w.stop()
@@ -199,6 +233,13 @@ class Harness:
 
     def _failure(self, exc: BaseException, guard: Refusal | Unguarded) -> CallFailed:
         text = safe_text(exc)
+        lib_call = view_refused() if self.guarded else None
+        if lib_call:
+            return CallFailed("hack.torch_compute", _LIB_REFUSED.format(lib_call))
+        if self.guarded and NO_KERNEL_IMAGE in text:
+            return CallFailed("hack.torch_compute", "ModelNew.forward() launched a torch kernel "
+                              "(the candidate's process holds no GPU code of torch's compute "
+                              f"operators, only fill and copy; torch compute is refused): {text}")
         fault = cuda_fault(text) if self.device.type == "cuda" else None
         if fault is not None:
             return CallFailed(fault, f"ModelNew.forward() raised {text}", fault=True)
