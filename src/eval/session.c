@@ -33,6 +33,8 @@ void eval_opts_defaults(struct eval_opts *o)
 	eval_protocol_defaults(&o->protocol);
 	/* The sandbox is on unless CUDA_AGENT_SANDBOX=0 (or --no-sandbox) turns it off. */
 	o->sandbox = !(env && strcmp(env, "0") == 0);
+	env = getenv("CUDA_AGENT_TORCH_VIEW");
+	o->torch_view = env && strcmp(env, "0") == 0 ? 0 : env && strcmp(env, "1") == 0 ? 1 : -1;
 }
 
 void eval_session_init(struct eval_session *s, const char *python, const char *device)

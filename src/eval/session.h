@@ -57,6 +57,11 @@ struct eval_opts {
 	bool rules_by_format;       /* no --rules given to bench: KernelBench files are judged
 				       under kernelbench, other formats under cuda-agent */
 	enum eval_interleave interleave; /* --interleave: decisions at the thresholds */
+	/* The kernel-free view of torch for PyTorch-format candidates under the cuda-agent rules
+	 * (docs/security.md, "Torch compute in PyTorch-format candidates"), with the sandbox:
+	 * -1 on a GPU (the default), 1 also on the CPU protocol (CUDA_AGENT_TORCH_VIEW=1: CI checks
+	 * the mechanics), 0 off (CUDA_AGENT_TORCH_VIEW=0: the refusal modes only) */
+	int torch_view;
 };
 
 struct eval_session {

@@ -488,8 +488,11 @@ int step_start(struct run *r)
 	/* Under the cuda-agent rules on a GPU, the runner sees torch's CUDA libraries without
 	 * torch's compute kernels (python/cuda_agent_bridge/torch_view.py): torch compute in
 	 * forward() fails however it is reached. It needs the sandbox's mount namespace. */
-	bool view = !native && r->rules == TORCH_PROFILE_CUDA_AGENT &&
-		    r->data.dev.kind == DEVICE_CUDA && r->sandboxed;
+	bool view = !native && r->rules == TORCH_PROFILE_CUDA_AGENT && r->sandboxed &&
+		    (r->o->torch_view > 0 ||
+		     (r->o->torch_view < 0 && r->data.dev.kind == DEVICE_CUDA));
+	if (!native)
+		json_object_set_new(r->result, "torch_view", json_boolean(view));
 	if (view && !(rt = session_torch_view(r, &d))) {
 		set_reason(r, "env.bridge", "cannot show the runner torch without its kernels: %s",
 			   d.msg);

@@ -41,6 +41,20 @@ field "--verify-only: three trials, no timing, no reward" 'r["reason"]["code"] =
 run "eval --verify-only, the cheat" 1 "$cli" eval --device cpu --verify-only --trials 3 --json "$data/task" "$data/operator.py"
 field "--verify-only: torch compute still refused" 'r["reason"]["code"] == "hack.torch_compute"'
 
+# The kernel-free view of torch (docs/security.md, "Torch compute in PyTorch-format candidates"):
+# on a GPU by default; CUDA_AGENT_TORCH_VIEW=1 shows it on the CPU too, which checks the
+# mechanics (the copies built once, bound over the originals, torch importing through the
+# refusal library) with the honest candidate correct and torch compute still refused.
+field "without a GPU the view is off" 'r["torch_view"] is False'
+CUDA_AGENT_TORCH_VIEW=1 run "eval --verify-only in the torch view" 1 "$cli" eval --device cpu \
+  --verify-only --trials 2 --json "$data/task" "$data/honest.py" "$data/operator.py"
+sed -n 2p "$tmp/out" >"$tmp/op"; sed -i 1q "$tmp/out"
+field "torch view: built, shown, the honest candidate correct" 'r["torch_view"] is True and r["reason"]["code"] == "ok" and r["correct"] is True'
+cp "$tmp/op" "$tmp/out"
+field "torch view: torch compute refused" 'r["torch_view"] is True and r["reason"]["code"] == "hack.torch_compute"'
+ls "$CUDA_AGENT_CACHE"/torch-view/*/view.json >/dev/null 2>&1 && ok "the view is in the cache" \
+  || bad "no view under $CUDA_AGENT_CACHE/torch-view"
+
 # Input sets off the generator's distribution (docs/protocol.md, "In-distribution inputs"): a
 # row mean over the first half of each row is within tolerance for every plain draw of its task
 # and wrong on a varied set; its honest twin is correct on every set, verified and timed
