@@ -132,6 +132,31 @@ static int add_dir_value(struct python_runtime *rt, const json_t *v, struct ca_d
 	return s && s[0] == '/' ? add_dir(rt, s, d) : 0;
 }
 
+/* Runs `argv` (a Python program of ours, PYTHONPATH `pp_env`) and parses its stdout as one JSON
+ * value into *out; a failure to start, a nonzero exit or a signal says `what` failed. */
+static int run_json(const char *const *argv, const char *pp_env, double timeout_s,
+		    const char *what, json_t **out, struct ca_diag *d)
+{
+	const char *env_add[] = {pp_env, "PYTHONDONTWRITEBYTECODE=1", NULL};
+	struct ca_run_opts ro = {.env_add = env_add, .timeout_s = timeout_s,
+				 .stdout_cap = PROBE_MAX_OUTPUT};
+	struct ca_run_result res = {0};
+	int rc;
+	*out = NULL;
+	if ((rc = ca_run(argv, &ro, &res, d)))
+		return ca_fail_prefix(d, rc, "cannot run %s", argv[0]);
+	if (res.timed_out || res.term_signal || res.exit_code != 0) {
+		char how[128];
+		ca_run_describe(&res, how, sizeof how);
+		rc = ca_fail(d, CA_ERR_CHILD, "%s failed (%s): %.300s", what, how,
+			     res.err ? res.err : "");
+	} else {
+		*out = json_loads(res.out, 0, NULL);
+	}
+	ca_run_result_free(&res);
+	return rc;
+}
+
 int python_runtime_probe(const char *python, struct python_runtime *rt, struct ca_diag *d)
 {
 	static const char script[] =
@@ -140,11 +165,7 @@ int python_runtime_probe(const char *python, struct python_runtime *rt, struct c
 		"                  'base_prefix': sys.base_prefix,\n"
 		"                  'path': [p for p in sys.path if p and os.path.isdir(p)]}))\n";
 	char pp_env[PATH_MAX + 16];
-	const char *env_add[] = {pp_env, "PYTHONDONTWRITEBYTECODE=1", NULL};
 	const char *argv[] = {python, "-c", script, NULL};
-	struct ca_run_opts ro = {.env_add = env_add, .timeout_s = 60.0,
-				 .stdout_cap = PROBE_MAX_OUTPUT};
-	struct ca_run_result res = {0};
 	json_t *obj = NULL, *path;
 	size_t i;
 	int rc;
@@ -155,16 +176,8 @@ int python_runtime_probe(const char *python, struct python_runtime *rt, struct c
 	if ((rc = ca_pythonpath_env(pp_env, sizeof pp_env, rt->package_dir, PYTHONPATH_OURS, NULL,
 				    d)))
 		return rc;
-	if ((rc = ca_run(argv, &ro, &res, d)))
-		return ca_fail_prefix(d, rc, "cannot run %s", python);
-	if (res.timed_out || res.term_signal || res.exit_code != 0) {
-		char how[128];
-		ca_run_describe(&res, how, sizeof how);
-		rc = ca_fail(d, CA_ERR_CHILD, "%s failed (%s): %.200s", python, how,
-			     res.err ? res.err : "");
-		goto out;
-	}
-	obj = json_loads(res.out, 0, NULL);
+	if ((rc = run_json(argv, pp_env, 60.0, python, &obj, d)))
+		return rc;
 	if (!json_is_object(obj) || !json_is_string(json_object_get(obj, "exe")) ||
 	    json_string_value(json_object_get(obj, "exe"))[0] != '/') {
 		rc = ca_fail(d, CA_ERR_CHILD, "%s: unexpected answer to the runtime probe", python);
@@ -180,7 +193,6 @@ int python_runtime_probe(const char *python, struct python_runtime *rt, struct c
 			goto out;
 out:
 	json_decref(obj);
-	ca_run_result_free(&res);
 	return rc;
 }
 
@@ -208,12 +220,7 @@ static int add_mask(struct python_runtime *rt, const json_t *pair, const char *r
 int python_torch_view(const char *python, struct python_runtime *rt, struct ca_diag *d)
 {
 	char cache[PATH_MAX], root[PATH_MAX], pp_env[PATH_MAX + 16];
-	const char *env_add[] = {pp_env, "PYTHONDONTWRITEBYTECODE=1", NULL};
 	const char *argv[] = {python, "-m", "cuda_agent_bridge.torch_view", "--cache", root, NULL};
-	/* first build: copies of about 2 GB of libraries (seconds; minutes on a slow disk) */
-	struct ca_run_opts ro = {.env_add = env_add, .timeout_s = 600.0,
-				 .stdout_cap = PROBE_MAX_OUTPUT};
-	struct ca_run_result res = {0};
 	json_t *obj = NULL, *pair;
 	size_t i;
 	int rc;
@@ -226,16 +233,10 @@ int python_torch_view(const char *python, struct python_runtime *rt, struct ca_d
 	    (rc = ca_pythonpath_env(pp_env, sizeof pp_env, rt->package_dir, PYTHONPATH_OURS, NULL,
 				    d)))
 		return rc ? rc : ca_fail(d, CA_ERR_IO, "torch_view: cannot resolve %s", root);
-	if ((rc = ca_run(argv, &ro, &res, d)))
-		return ca_fail_prefix(d, rc, "cannot run %s", python);
-	if (res.timed_out || res.term_signal || res.exit_code != 0) {
-		char how[128];
-		ca_run_describe(&res, how, sizeof how);
-		rc = ca_fail(d, CA_ERR_CHILD, "building the view of torch without its kernels "
-			     "failed (%s): %.300s", how, res.err ? res.err : "");
+	/* first build: copies of about 2 GB of libraries (seconds; minutes on a slow disk) */
+	if ((rc = run_json(argv, pp_env, 600.0, "building the view of torch without its kernels",
+			   &obj, d)))
 		goto out;
-	}
-	obj = json_loads(res.out, 0, NULL);
 	if (!json_is_array(json_object_get(obj, "masks"))) {
 		rc = ca_fail(d, CA_ERR_CHILD, "torch_view: unexpected answer");
 		goto out;
@@ -264,7 +265,6 @@ out:
 		rt->preload[0] = '\0';
 	}
 	json_decref(obj);
-	ca_run_result_free(&res);
 	return rc;
 }
 
