@@ -435,6 +435,9 @@ class TaskStore:
                 "task.init_raised",
                 f"moving Model to {self.device} ({task.precision}) raised {exception_text(exc)}",
             ) from exc
+        # training mode, as constructed and as KernelBench's harness runs both models: batch
+        # statistics in BatchNorm, dropout active (the runner puts ModelNew in the same mode)
+        model.train()
         if perturb:
             perturb_parameters(model, model_seed)
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -491,8 +491,12 @@ int step_start(struct run *r)
 	bool view = !native && r->rules == TORCH_PROFILE_CUDA_AGENT && r->sandboxed &&
 		    (r->o->torch_view > 0 ||
 		     (r->o->torch_view < 0 && r->data.dev.kind == DEVICE_CUDA));
-	if (!native)
+	if (!native) {
 		json_object_set_new(r->result, "torch_view", json_boolean(view));
+		/* the bridge's Model and the runner's ModelNew both run in training mode, as
+		 * KernelBench's harness runs them (tasks.py, runner/load.py) */
+		json_object_set_new(r->result, "module_mode", json_string("train"));
+	}
 	if (view && !(rt = session_torch_view(r, &d))) {
 		set_reason(r, "env.bridge", "cannot show the runner torch without its kernels: %s",
 			   d.msg);

@@ -69,6 +69,12 @@ run "eval the row mean, timed" 0 "$cli" eval --device cpu --budget 0.3 --trials 
   "$data/rowmean_task" "$data/rowmean.py"
 field "row mean: every check of the timed loop passed" 'r["reason"]["code"] == "ok" and r["timing"]["checks"]["failed"] == 0 and r["timing"]["checks"]["final"] is True and r["timing"]["checks"]["special"] >= 2'
 
+# One mode for both models (issue 46): training mode, as KernelBench's harness runs them. A
+# BatchNorm task, and a candidate with nn.BatchNorm1d: right only when both use batch statistics.
+run "a BatchNorm task, the candidate with nn.BatchNorm1d" 0 "$cli" eval --device cpu \
+  --verify-only --trials 2 --rules kernelbench --json "$data/bn_task" "$data/bn_relu.py"
+field "both models in training mode: correct" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["module_mode"] == "train"'
+
 # The rules profiles (docs/torch-rules.md, "Rules profiles"): one file, two verdicts.
 run "eval under the kernelbench rules" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
   --rules kernelbench --json "$data/task" "$data/kb_rules.py"

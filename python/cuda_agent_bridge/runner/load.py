@@ -284,7 +284,7 @@ def build_model(plan: Plan, device: torch.device) -> tuple[nn.Module, list[str]]
         model.to(device)
         if task.cast_dtype is not None:
             model.to(task.cast_dtype)
-        model.eval()
+        model.train()  # the reference's mode (tasks.TaskStore.build): KernelBench's, both rules
     except BridgeError as exc:
         raise Fatal("candidate.init_failed", exc.message) from exc
     except Fatal:
