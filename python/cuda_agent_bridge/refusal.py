@@ -47,7 +47,7 @@ ALLOWED_TENSOR = frozenset({
     # copies and allocation
     "contiguous", "to", "cuda", "cpu", "clone", "copy_", "float", "half", "bfloat16", "double",
     "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided",
-    "requires_grad_", "detach_",
+    "requires_grad_", "detach_", "zero_", "fill_", "type",
     # the caching allocator's bookkeeping of a tensor used on a side stream
     "record_stream",
 })

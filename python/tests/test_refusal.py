@@ -29,6 +29,27 @@ def test_refusal_allowlist_in_process() -> None:
         assert r.refused == op
 
 
+def test_honest_idioms_pass_and_layout_ops_are_compute() -> None:
+    """Issue 46: allocate, zero, accumulate (zero_, fill_), a dtype change by .type(), a side
+    stream's record_stream bookkeeping pass; cat, stack, pad and flip move elements between
+    places and are kernels the candidate writes (docs/torch-rules.md, "What is compute")."""
+    x = torch.randn(4, 6)
+    with torch.no_grad(), Refusal() as r:
+        out = torch.empty_like(x)
+        out.zero_()
+        out.fill_(0.0)
+        assert x.type(torch.float64).dtype == torch.float64 and x.type() == "torch.FloatTensor"
+    assert r.refused is None
+    layout: list[tuple[Callable[[], object], str]] = [
+        (lambda: torch.cat([x, x]), "torch.cat"), (lambda: torch.stack([x, x]), "torch.stack"),
+        (lambda: torch.nn.functional.pad(x, (1, 1)), "torch.nn.functional.pad"),
+        (lambda: x.flip(0), "torch.Tensor.flip")]
+    for fn, op in layout:
+        with torch.no_grad(), Refusal() as r, pytest.raises(TorchComputeRefused):
+            fn()
+        assert r.refused == op
+
+
 def test_refused_in_follows_causes_and_keeps_the_first_op() -> None:
     with Refusal() as r:
         try:
