@@ -129,6 +129,10 @@ _GUARD_RE = re.compile(r"torch_function|torch_dispatch|TorchFunction|TorchDispat
 _SAFE_DUNDER_ATTRS = frozenset({"__init__", "__name__", "__doc__", "__qualname__", "__version__",
                                 "__module__", "__file__"})
 _SAFE_DUNDER_NAMES = frozenset({"__name__", "__file__", "__doc__"})
+# Reflection on the candidate's own instance (`self.__dict__` in an extra_repr, a
+# `self.__class__.__name__`): the first attribute of a chain whose base is `self` only; what
+# follows is checked as usual (`self.__class__.__mro__` stays refused).
+_OWN_DUNDER_ATTRS = frozenset({"__dict__", "__class__"})
 _STORABLE_DUNDER_NAMES = frozenset({"__all__", "__slots__", "__constants__", "__version__"})
 _SAFE_DUNDER_DEFS = frozenset({"__init__", "__repr__", "__str__", "__len__", "__iter__", "__next__",
                                "__getitem__", "__contains__", "__enter__", "__exit__",
@@ -791,8 +795,10 @@ class _Checker:
             issue = self.chain_issue(c)
             if issue is not None:
                 self.add(node, TAMPERING if issue[0] == "tamper" else COMPUTE, issue[1])
-        for a in attrs:
-            self.attr_name(node, a)
+        own = isinstance(base, ast.Name) and base.id == "self"
+        for i, a in enumerate(attrs):
+            if not (own and i == 0 and a in _OWN_DUNDER_ATTRS):
+                self.attr_name(node, a)
         self.loads.setdefault(self._key(scope), set()).update(attrs)
         if isinstance(base, ast.Name):
             self.name(base, scope, ctx if not attrs else ast.Load(), node if attrs else parent)

@@ -852,3 +852,31 @@ def test_special_files_do_not_block(tmp_path: Path) -> None:
     d = tmp_path / "dir.py"
     d.mkdir()
     assert sc.check_kernelbench(str(d)).status == "invalid"
+
+
+def test_reflection_on_its_own_instance_is_allowed() -> None:
+    """Issue 46: `self.__dict__` in an extra_repr and `self.__class__.__name__` touch the
+    candidate's own object; the harness's objects stay out of reach."""
+    own = check("""
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = 2.0
+
+            def extra_repr(self):
+                keys = sorted(k for k in self.__dict__ if not k.startswith("_"))
+                return self.__class__.__name__ + ", ".join(keys)
+
+            def forward(self, x):
+                return x
+    """)
+    assert own.status == "ok", own.findings
+    for reach in ("torch.__dict__", "self.__class__.__mro__", "x.__class__.__subclasses__()",
+                  "nn.Module.__dict__"):
+        v = check(f"""
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    y = {reach}
+                    return x
+        """)
+        assert v.code == "hack.harness_tampering", reach
