@@ -74,11 +74,15 @@ static const char options_help[] =
 	"                         (default 100; docs/protocol.md, \"The timed loop\", step 2)\n"
 	"  --defer-checks-mb MB   copy checked calls' inputs and outputs (up to MB MiB) and judge\n"
 	"                         them after the timed loop (default 4096; 0: judged at once)\n"
+	"  --slow-budget SECONDS  a correct kernel whose calls are slow takes as many timed calls as\n"
+	"                         fit this (at least 3; default 30; 0: never fewer); the result's\n"
+	"                         \"slow\" says so\n"
 	"  --arch sm_XX           GPU architecture (default: detected, else sm_90)\n"
 	"  --no-cache             rebuild every translation unit\n"
 	"  --refresh-baselines    re-measure eager and torch.compile even if cached\n"
 	"  --keep                 keep the run directory (plan, the candidate's stderr)\n"
-	"  --timeout SECONDS      watchdog for the candidate's process (default 60 + 2 x budget)\n"
+	"  --timeout SECONDS      watchdog: how long one command (a call) of the candidate's process\n"
+	"                         may run (default 60 + 2 x budget); a whole run, 10 times that\n"
 	"  --verify-only          eval: build and verify each candidate, no timing and no reward\n"
 	"  --rules R              acceptance rules: cuda-agent (default: the published rules, no\n"
 	"                         torch compute in forward) or kernelbench (KernelBench's: torch\n"
@@ -153,7 +157,7 @@ int cli_dispatch(const char *command, int argc, char **argv, const char *usage,
 enum cli_opt {
 	O_TASK = 256, O_JSON, O_TRIALS, O_BUDGET, O_RSE, O_ARCH, O_NOCACHE, O_REFRESH, O_KEEP,
 	O_TIMEOUT, O_PYTHON, O_DEVICE, O_SANDBOX, O_NO_SANDBOX, O_FORMAT, O_RULES, O_INTERLEAVE,
-	O_VERIFY_ONLY, O_SETTLE, O_SETTLE_BELOW, O_SETTLE_MS, O_HOLD, O_DEFER
+	O_VERIFY_ONLY, O_SETTLE, O_SETTLE_BELOW, O_SETTLE_MS, O_HOLD, O_DEFER, O_SLOW
 };
 
 /* The options every command that evaluates shares (options.h). */
@@ -168,6 +172,7 @@ static const struct option cli_longopts[] = {
 	{"settle-ms", required_argument, NULL, O_SETTLE_MS},
 	{"hold-us", required_argument, NULL, O_HOLD},
 	{"defer-checks-mb", required_argument, NULL, O_DEFER},
+	{"slow-budget", required_argument, NULL, O_SLOW},
 	{"arch", required_argument, NULL, O_ARCH},
 	{"no-cache", no_argument, NULL, O_NOCACHE},
 	{"refresh-baselines", no_argument, NULL, O_REFRESH},
@@ -249,6 +254,9 @@ static int value_option(struct cli *c, int ch, const char *arg)
 	case O_DEFER:
 		return number_option(arg, "defer-checks-mb", 0.0, false, TIMING_MAX_DEFER_CHECKS_MB,
 				     &c->opts.protocol.timing.defer_checks_mb);
+	case O_SLOW:
+		return number_option(arg, "slow-budget", 0.0, false, TIMING_MAX_SLOW_BUDGET_S,
+				     &c->opts.protocol.timing.slow_budget_s);
 	case O_ARCH:
 		if (strncmp(arg, "sm_", 3) != 0 || strlen(arg) > 8) {
 			fprintf(stderr, "cuda-agent: --arch takes a name like sm_90\n");

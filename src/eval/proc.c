@@ -20,6 +20,7 @@ void cand_proc_init(struct cand_proc *p, struct ca_child *child, bool freeze, do
 	p->child = child;
 	p->freeze = freeze;
 	p->limit_s = limit_s;
+	p->total_limit_s = PROC_TOTAL_FACTOR * limit_s;
 	p->resumed_at = ca_now();
 	ca_strlcpy(p->err_path, err_path ? err_path : "", sizeof p->err_path);
 }
@@ -70,7 +71,9 @@ static void stop(struct cand_proc *p)
 	pid_t pid = p->child->pid;
 	siginfo_t si;
 
-	p->ran_s += ca_now() - p->resumed_at;
+	double now = ca_now();
+	p->ran_s += now - p->resumed_at;
+	p->resumed_at = now; /* a process left running (no freeze) is counted from here on */
 	if (!p->freeze || p->dead || pid <= 0)
 		return;
 	if (kill(pid, SIGSTOP) != 0) {
@@ -160,6 +163,7 @@ int cand_proc_send(struct cand_proc *p, const char *cmd, json_t *fields, struct 
 		return CA_ERR_CHILD;
 	}
 	p->cmd = cmd;
+	p->cmd_from_s = p->ran_s;
 	return 0;
 }
 
@@ -168,7 +172,11 @@ int cand_proc_wait(struct cand_proc *p, json_t **answer, struct loop_fail *f)
 	const char *cmd = p->cmd ? p->cmd : "(none)";
 	struct ca_diag d = {{0}};
 	char *line = NULL;
-	double left = p->limit_s - p->ran_s - (ca_now() - p->resumed_at);
+	double running = ca_now() - p->resumed_at;
+	double left_cmd = p->limit_s - (p->ran_s - p->cmd_from_s) - running;
+	double left_total = p->total_limit_s - p->ran_s - running;
+	bool total_first = left_total < left_cmd;
+	double left = total_first ? left_total : left_cmd;
 	json_t *ev = NULL;
 	int rc;
 
@@ -185,16 +193,24 @@ int cand_proc_wait(struct cand_proc *p, json_t **answer, struct loop_fail *f)
 		hook(p->on_answer_arg);
 	}
 	stop(p);
+	if (strcmp(cmd, WIRE_CMD_CALL) == 0 && p->ran_s - p->cmd_from_s > p->max_call_s)
+		p->max_call_s = p->ran_s - p->cmd_from_s;
 	if (output_flood(p, f)) {
 		free(line);
 		return CA_ERR_LIMIT;
 	}
 	if (rc == CA_ERR_TIMEOUT) {
 		p->timed_out = true;
-		loop_fail_set(f, "timeout",
-			      "the candidate did not answer (%s) within the %.0f s watchdog limit and "
-			      "was killed",
-			      cmd, p->limit_s);
+		if (total_first)
+			loop_fail_set(f, "timeout",
+				      "the candidate's process ran %.0f s in all (%s unanswered), the "
+				      "watchdog's limit for a whole run, and was killed",
+				      p->total_limit_s, cmd);
+		else
+			loop_fail_set(f, "timeout",
+				      "the candidate did not answer (%s) within the %.0f s watchdog limit "
+				      "and was killed",
+				      cmd, p->limit_s);
 		return rc;
 	}
 	if (rc == CA_ERR_LIMIT) {

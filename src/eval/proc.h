@@ -25,6 +25,9 @@
 
 /* The candidate's stdout and stderr (its prints included) beyond this stop the run. */
 #define PROC_MAX_OUTPUT (16ull << 20)
+/* The whole run's running time may reach this many times one command's limit: a slow but
+ * correct candidate finishes (issue 46), a slow one is still bounded. */
+#define PROC_TOTAL_FACTOR 10.0
 /* Answers are awaited by polling without sleep for this long, then by blocking. */
 #define PROC_SPIN_S 0.002
 
@@ -32,8 +35,11 @@ struct cand_proc {
 	struct ca_child *child;
 	bool freeze;       /* stop the process between commands */
 	bool stopped;
-	double limit_s;    /* seconds the process may run in all (the watchdog) */
+	double limit_s;    /* seconds one command may run (the watchdog) */
+	double total_limit_s; /* seconds the process may run in all: PROC_TOTAL_FACTOR x limit_s */
 	double ran_s;      /* seconds it has run so far */
+	double cmd_from_s; /* ran_s when the outstanding command was sent */
+	double max_call_s; /* the longest a `call` command has run */
 	double resumed_at; /* when it last resumed */
 	char err_path[PATH_MAX];
 	const char *cmd;   /* the outstanding command, NULL when none */

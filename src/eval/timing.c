@@ -107,8 +107,17 @@ int step_time_candidate(struct run *r)
 	if (data_keep_reserve(r))
 		return -1;
 	cand_loop_audit_phase("timing");
-	rc = loop_time(&r->loop, &r->o->protocol.timing, r->data.ninputs, r->loop_seed, &r->timing,
-		       &f);
+	/* slow but correct (issue 46): as many samples as fit the slow budget, said in the result */
+	struct timing_protocol q = r->o->protocol.timing;
+	if (timing_protocol_slow(&q, r->proc.max_call_s)) {
+		json_object_set_new(r->result, "slow",
+				    json_pack("{s:f, s:i, s:f}", "call_s", r->proc.max_call_s,
+					      "min_samples", q.min_samples, "budget_s",
+					      q.slow_budget_s));
+		ca_log_info("slow: calls of %.2f s; %d samples to fit %.0f s", r->proc.max_call_s,
+			    q.min_samples, q.slow_budget_s);
+	}
+	rc = loop_time(&r->loop, &q, r->data.ninputs, r->loop_seed, &r->timing, &f);
 	r->timed = true;
 	note_seconds(r, "timing", t0);
 	if (rc) {

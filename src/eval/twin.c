@@ -106,7 +106,9 @@ int eval_twin_take(struct eval_twin *t, const char *worker, const char *runs_bas
 	(void)utimes(t->dir, NULL);
 	/* The watchdog counts this evaluation's running time only */
 	t->proc.limit_s = limit_s;
+	t->proc.total_limit_s = PROC_TOTAL_FACTOR * limit_s;
 	t->proc.ran_s = 0;
+	t->proc.cmd_from_s = 0;
 	t->served++;
 	return 0;
 }

@@ -219,6 +219,25 @@ void timing_protocol_defaults(struct timing_protocol *p)
 	p->settle_below_ms = 5.0;
 	p->settle_ms = 10.0;
 	p->defer_checks_mb = 4096.0;
+	p->slow_budget_s = 30.0;
+}
+
+bool timing_protocol_slow(struct timing_protocol *p, double call_s)
+{
+	if (p->slow_budget_s <= 0.0 || !(call_s > 0.0) ||
+	    (double)(p->warmup_min_calls + p->min_samples + 1) * call_s <= p->slow_budget_s)
+		return false;
+	double fit = floor(p->slow_budget_s / call_s) - 2.0; /* one warm-up call, the final one */
+	int least = p->checks + 1 > 3 ? p->checks + 1 : 3;
+	int n = fit > (double)least ? (int)fit : least;
+	if (n < p->min_samples)
+		p->min_samples = n;
+	if (p->max_samples < p->min_samples)
+		p->max_samples = p->min_samples;
+	p->warmup_min_calls = 1;
+	p->warmup_min_ms = 0.0;
+	p->settle_calls = 0;
+	return true;
 }
 
 static int get_int(const json_t *obj, const char *key, int lo, int hi, int *out,
@@ -296,7 +315,9 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 			  &p->settle_below_ms, d)) ||
 	    (rc = get_num(obj, "settle_ms", 0.0, TIMING_MAX_SETTLE_MS, false, &p->settle_ms, d)) ||
 	    (rc = get_num(obj, "defer_checks_mb", 0.0, TIMING_MAX_DEFER_CHECKS_MB, false,
-			  &p->defer_checks_mb, d)))
+			  &p->defer_checks_mb, d)) ||
+	    (rc = get_num(obj, "slow_budget_s", 0.0, TIMING_MAX_SLOW_BUDGET_S, false,
+			  &p->slow_budget_s, d)))
 		return rc;
 	if (p->min_samples > p->max_samples)
 		return ca_fail(d, CA_ERR_INVALID,
@@ -313,7 +334,7 @@ int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, stru
 json_t *timing_protocol_to_json(const struct timing_protocol *p)
 {
 	return json_pack("{s:i, s:i, s:f, s:i, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, "
-			 "s:f, s:i, s:f, s:f, s:f}",
+			 "s:f, s:i, s:f, s:f, s:f, s:f}",
 			 "version", p->version, "warmup_min_calls", p->warmup_min_calls,
 			 "warmup_min_ms", p->warmup_min_ms, "min_samples", p->min_samples,
 			 "max_samples", p->max_samples, "target_rse", p->target_rse, "budget_s",
@@ -322,7 +343,7 @@ json_t *timing_protocol_to_json(const struct timing_protocol *p)
 			 "tol_abs_us", p->tol_abs_us, "tol_rel", p->tol_rel, "hold_us", p->hold_us,
 			 "hold_python_us", p->hold_python_us, "settle_calls", p->settle_calls,
 			 "settle_below_ms", p->settle_below_ms, "settle_ms", p->settle_ms,
-			 "defer_checks_mb", p->defer_checks_mb);
+			 "defer_checks_mb", p->defer_checks_mb, "slow_budget_s", p->slow_budget_s);
 }
 
 /* ---- the stopping rule ------------------------------------------------------------------------- */

@@ -93,6 +93,7 @@ void stats_running_free(struct stats_running *r);
 #define TIMING_MAX_SETTLE_BELOW_MS 600000.0
 #define TIMING_MAX_SETTLE_MS 1000.0
 #define TIMING_MAX_DEFER_CHECKS_MB 65536.0
+#define TIMING_MAX_SLOW_BUDGET_S 3600.0
 
 struct timing_protocol {
 	int version;
@@ -133,6 +134,11 @@ struct timing_protocol {
 	 * the timed loop, so that no check pauses the loop (and no settling follows it); a checked
 	 * call that does not fit is judged at once, as with 0 (docs/protocol.md, "Kept checks"). */
 	double defer_checks_mb;
+	/* Slow but correct (issue 46): when a verification call took call_s and the warm-up,
+	 * min_samples and the final call would take longer than this many seconds, the loop
+	 * warms up with one call and takes as many samples as fit (at least checks + 1, at least
+	 * 3), with no settling (timing_protocol_slow). Default 30; 0: never. */
+	double slow_budget_s;
 };
 
 /* The defaults of docs/protocol.md: 3 calls / 25 ms warm-up, 10..2000 samples, RSE 0.5%, 2 s,
@@ -145,6 +151,12 @@ void timing_protocol_defaults(struct timing_protocol *p);
  * checks <= min_samples); version must be TIMING_PROTOCOL_VERSION. CA_ERR_PARSE / CA_ERR_INVALID / CA_ERR_LIMIT. */
 int timing_protocol_from_json(struct timing_protocol *p, const json_t *obj, struct ca_diag *d);
 json_t *timing_protocol_to_json(const struct timing_protocol *p);
+
+/* The protocol for a candidate whose calls take call_s (the slowest verification call): p
+ * unchanged (false) while one warm-up plus min_samples plus the final call fit slow_budget_s,
+ * else fewer samples (true): min_samples the calls that fit, at least max(3, checks + 1) and at
+ * most as before; one warm-up call; no settling calls. */
+bool timing_protocol_slow(struct timing_protocol *p, double call_s);
 
 /* ---- the stopping rule ------------------------------------------------------------------------- */
 

@@ -320,12 +320,19 @@ int ca_child_spawn(struct ca_child *c, const char *const *argv, const struct ca_
 		return ca_fail(d, CA_ERR_CHILD, "fork: %s", strerror(errno));
 	}
 	if (pid == 0) {
-		dup2(in_pipe[0], 0);
-		dup2(out_pipe[1], 1);
+		/* Above 2 first: a caller whose stdin or stdout was closed got pipe ends 0 or 1,
+		 * and dup2 onto itself would keep FD_CLOEXEC (the child's stdin closed at exec) or
+		 * one dup2 would overwrite the other end. */
+		int in_fd = fcntl(in_pipe[0], F_DUPFD_CLOEXEC, 3);
+		int out_fd = fcntl(out_pipe[1], F_DUPFD_CLOEXEC, 3);
+		if (in_fd < 0 || out_fd < 0 || dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0)
+			_exit(127);
 		place_pass_fds(opts);
 		if (stderr_path) {
 			int fd = open(stderr_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-			if (fd >= 0)
+			if (fd == 2)
+				(void)fcntl(2, F_SETFD, 0); /* stderr was closed: it is fd 2 already */
+			else if (fd >= 0)
 				dup2(fd, 2);
 		}
 		exec_child(argv, opts, parent);

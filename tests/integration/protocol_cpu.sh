@@ -75,6 +75,13 @@ run "a BatchNorm task, the candidate with nn.BatchNorm1d" 0 "$cli" eval --device
   --verify-only --trials 2 --rules kernelbench --json "$data/bn_task" "$data/bn_relu.py"
 field "both models in training mode: correct" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["module_mode"] == "train"'
 
+# Slow but correct (issue 46): calls of 0.2 to 0.7 s under a 3 s watchdog. The watchdog bounds
+# each command (not the run: 2 trials, warm-up, samples and checks pass 3 s in all) and the timed
+# loop takes the samples that fit --slow-budget: scored, reward 1, and the result says so.
+run "a slow but correct candidate" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
+  --timeout 3 --slow-budget 1 --json "$data/task" "$data/slow.py"
+field "slow: correct, reward 1, fewer samples said" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["reward"] == 1 and 3 <= r["slow"]["min_samples"] < 10 and r["slow"]["call_s"] > 0.1'
+
 # The rules profiles (docs/torch-rules.md, "Rules profiles"): one file, two verdicts.
 run "eval under the kernelbench rules" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
   --rules kernelbench --json "$data/task" "$data/kb_rules.py"

@@ -26,7 +26,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "eval/proc.h"
 #include "eval/run.h"
+#include "protocol/wire.h"
 #include "util/clock.h"
 #include "util/fs.h"
 #include "util/str.h"
@@ -95,6 +97,7 @@ static void fixture_init(struct fixture *f, const char *candidate)
 	f->r.result = new_result(&f->o);
 	f->r.seconds = json_object();
 	cpu_claim_init(&f->r.cpu);
+	gpu_stage_init(&f->r.gpu); /* fd -1: leaving the stage must not close the test's stdin */
 }
 
 static void fixture_free(struct fixture *f)
@@ -579,6 +582,58 @@ static void test_torch_view_masks(void **state)
 	free(rt);
 }
 
+/* The watchdog bounds each command, and the whole run at PROC_TOTAL_FACTOR times that (issue
+ * 46): a process whose calls take 0.2 s answers six of them under a 0.5 s limit (1.2 s in all),
+ * is timed out on a call of 0.8 s, and a run past its total is timed out saying so. */
+static void run_calls(const char *script, double limit_s, double total_s, int calls,
+		      bool slow_last, struct cand_proc *p, struct loop_fail *f, int *rc_last)
+{
+	const char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct ca_run_opts ro = {0};
+	struct ca_child *child = calloc(1, sizeof *child);
+	struct ca_diag d = {{0}};
+	json_t *ans = NULL;
+	assert_non_null(child);
+	assert_int_equal(ca_child_spawn(child, argv, &ro, NULL, &d), 0);
+	cand_proc_init(p, child, false, limit_s, NULL);
+	if (total_s > 0)
+		p->total_limit_s = total_s;
+	*rc_last = 0;
+	for (int i = 0; i < calls && *rc_last == 0; i++) {
+		json_t *fields = slow_last && i == calls - 1 ? json_pack("{s:s}", "x", "slow") : NULL;
+		*rc_last = cand_proc_command(p, WIRE_CMD_CALL, fields, &ans, f);
+	}
+	ca_child_close(child, 0.0);
+	free(child);
+}
+
+static void test_watchdog_per_command(void **state)
+{
+	static const char script[] =
+		"while read l; do case \"$l\" in *slow*) sleep 0.8;; *) sleep 0.2;; esac; "
+		"echo '{\"event\":\"called\",\"ev_ms\":1}'; done";
+	struct cand_proc p;
+	struct loop_fail f = {0};
+	int rc;
+	(void)state;
+	run_calls(script, 0.5, 0, 6, false, &p, &f, &rc);
+	if (rc)
+		fprintf(stderr, "watchdog: %s: %s\n", f.code, f.message);
+	assert_int_equal(rc, 0);
+	assert_true(p.ran_s > 1.0 && p.max_call_s > 0.15 && p.max_call_s < 0.5);
+	cand_proc_free(&p);
+	run_calls(script, 0.5, 0, 3, true, &p, &f, &rc);
+	assert_int_not_equal(rc, 0);
+	assert_string_equal(f.code, "timeout");
+	assert_non_null(strstr(f.message, "watchdog limit"));
+	cand_proc_free(&p);
+	run_calls(script, 0.5, 0.7, 6, false, &p, &f, &rc);
+	assert_int_not_equal(rc, 0);
+	assert_string_equal(f.code, "timeout");
+	assert_non_null(strstr(f.message, "in all"));
+	cand_proc_free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -592,6 +647,7 @@ int main(void)
 		cmocka_unit_test(test_gpu_stage_turns),
 		cmocka_unit_test(test_session_keeps_device),
 		cmocka_unit_test(test_torch_view_masks),
+		cmocka_unit_test(test_watchdog_per_command),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -209,6 +209,7 @@ static void assert_protocol_equal(const struct timing_protocol *a, const struct 
 	assert_true(a->settle_below_ms == b->settle_below_ms);
 	assert_true(a->settle_ms == b->settle_ms);
 	assert_true(a->defer_checks_mb == b->defer_checks_mb);
+	assert_true(a->slow_budget_s == b->slow_budget_s);
 }
 
 static void test_protocol_parse(void **state)
@@ -250,6 +251,42 @@ static void test_protocol_parse(void **state)
 	assert_true(def.settle_below_ms == 5.0);
 	assert_true(def.settle_ms == 10.0);
 	assert_true(def.defer_checks_mb == 4096.0);
+	assert_true(def.slow_budget_s == 30.0);
+}
+
+/* Slow but correct (issue 46): unchanged while warm-up, samples and the final call fit the
+ * budget; else as many samples as fit, never fewer than 3 or checks + 1, one warm-up call and
+ * no settling. */
+static void test_protocol_slow(void **state)
+{
+	(void)state;
+	struct timing_protocol p, def;
+	timing_protocol_defaults(&def);
+	p = def;
+	assert_false(timing_protocol_slow(&p, 0.002)); /* 14 calls of 2 ms */
+	assert_false(timing_protocol_slow(&p, 2.0));   /* 28 s: fits 30 s */
+	assert_protocol_equal(&p, &def);
+	assert_true(timing_protocol_slow(&p, 3.0)); /* 42 s: 10 fit, less 2 */
+	assert_int_equal(p.min_samples, 8);
+	assert_int_equal(p.warmup_min_calls, 1);
+	assert_true(p.warmup_min_ms == 0.0);
+	assert_int_equal(p.settle_calls, 0);
+	p = def;
+	assert_true(timing_protocol_slow(&p, 40.0)); /* nothing fits: the least */
+	assert_int_equal(p.min_samples, 3);
+	p = def;
+	p.checks = 5;
+	assert_true(timing_protocol_slow(&p, 40.0));
+	assert_int_equal(p.min_samples, 6);
+	p = def;
+	p.slow_budget_s = 0.0; /* off */
+	assert_false(timing_protocol_slow(&p, 40.0));
+	assert_int_equal(p.min_samples, 10);
+	p = def;
+	p.min_samples = p.max_samples = 4;
+	assert_true(timing_protocol_slow(&p, 20.0)); /* never more samples than asked */
+	assert_int_equal(p.min_samples, 3);
+	assert_int_equal(p.max_samples, 4);
 }
 
 static void test_protocol_rejects(void **state)
@@ -438,6 +475,7 @@ int main(void)
 		cmocka_unit_test(test_sigma_robust),
 		cmocka_unit_test(test_running_rejects_nan),
 		cmocka_unit_test(test_protocol_parse),
+		cmocka_unit_test(test_protocol_slow),
 		cmocka_unit_test(test_protocol_rejects),
 		cmocka_unit_test(test_protocol_roundtrip),
 		cmocka_unit_test(test_stop_rule),
