@@ -101,8 +101,9 @@ def test_units_and_verdicts(tmp_path: Path) -> None:
 def test_view_zeroes_the_gone_units_and_keeps_the_rest(tmp_path: Path) -> None:
     lib = tmp_path / "libtorch_cuda.so"
     original = library(lib)
-    gone, kept = tv._plan(str(lib))
-    assert len(kept) == 2 and len(gone) == 4
+    plan = tv._plan(str(lib))
+    gone = plan.gone
+    assert len(plan.kept) == 2 and len(gone) == 4
     out = tmp_path / "view.so"
     tv._write_view(str(lib), str(out), gone)
     view = out.read_bytes()
@@ -122,8 +123,8 @@ def test_view_zeroes_the_gone_units_and_keeps_the_rest(tmp_path: Path) -> None:
 def test_other_libraries_lose_every_unit(tmp_path: Path) -> None:
     lib = tmp_path / "libcufft.so.12"
     library(lib, [(["fft_kernel"], True), (["_ZN2at6native_FillFunctor_c"], False)])
-    gone, kept = tv._plan(str(lib))
-    assert kept == [] and len(gone) == 4
+    plan = tv._plan(str(lib))
+    assert plan.kept == [] and len(plan.gone) == 4 and plan.renamed == []
 
 
 def test_unreadable_units_go(tmp_path: Path) -> None:
@@ -134,8 +135,8 @@ def test_unreadable_units_go(tmp_path: Path) -> None:
     for e in u.entries:  # a corrupt compressed payload: fail closed
         data[e.payload:e.payload + 8] = b"\xff" * 8
     lib.write_bytes(bytes(data))
-    gone, kept = tv._plan(str(lib))
-    assert kept == [] and len(gone) == 2
+    plan = tv._plan(str(lib))
+    assert plan.kept == [] and len(plan.gone) == 2
 
 
 def test_build_caches_by_install_and_masks_the_right_files(tmp_path: Path,
@@ -166,6 +167,25 @@ def test_build_caches_by_install_and_masks_the_right_files(tmp_path: Path,
     assert not [p for p in cache.iterdir() if p.name.startswith(".build-")]
 
 
+def test_computing_imports_and_the_refusal_library(tmp_path: Path) -> None:
+    """Which cuBLAS/cuDNN imports are renamed (compute, not handles or queries), the rename
+    keeps the string table's layout, and the refusal library defines every renamed name, imports
+    nothing, records the first call and returns NOT_SUPPORTED."""
+    names = ["cublasSgemm_v2", "cublasCreate_v2", "cublasLtMatmul", "cublasLtMatmulDescCreate",
+             "cudnnConvolutionForward", "cudnnGetVersion", "cublasSetStream_v2", "cudaMalloc"]
+    assert [n for n in names if tv.LIBRARY_CALL.match(n) and not tv.MANAGEMENT.match(n)] == [
+        "cublasSgemm_v2", "cublasLtMatmul", "cudnnConvolutionForward"]
+    assert all(len(tv.refused_name(n)) == len(n) for n in names)
+    out = str(tmp_path / tv.REFUSAL_LIBRARY)
+    tv._build_refusal_library(["cublasSgemm_v2", "cudnnConvolutionForward"], out)
+    lib = ctypes.CDLL(out)
+    assert lib.cablasSgemm_v2() == 15 and lib.cadnnConvolutionForward() == 3000
+    cell = (ctypes.c_char * 128).in_dll(lib, tv.REFUSED_SYMBOL)
+    assert cell.value == b"cublasSgemm_v2"  # the first call is kept
+    with open(out, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        assert tv._section(mm, b".gnu.version_r") is None  # nothing imported, nothing versioned
+
+
 def test_the_real_torch_keeps_fill_and_copy_only() -> None:
     import importlib.util
     spec = importlib.util.find_spec("torch")
@@ -185,3 +205,8 @@ def test_the_real_torch_keeps_fill_and_copy_only() -> None:
     assert any("FillFunctor" in n for n in kept_names)
     assert any("direct_copy_kernel_cuda" in n for n in kept_names)
     assert not any(w in n for n in kept_names for w in ("gemm", "reduce", "softmax", "relu"))
+    with open(lib, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        renamed = {name for _, name in tv.computing_imports(mm)}
+    assert {"cublasSgemm_v2", "cublasGemmEx", "cublasLtMatmul",
+            "cudnnConvolutionForward"} <= renamed
+    assert not {"cublasCreate_v2", "cublasSetStream_v2", "cudnnCreate"} & renamed
