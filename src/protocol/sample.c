@@ -52,7 +52,10 @@ int sample_decide(const double *claims_ms, const double *outside_ms, size_t n, d
 		v->rse = c.rse;
 		return 0;
 	}
-	v->median_ms = floor_ms;
+	/* claims not believed: charged the supervisor's own measure, not the floor (the
+	 * tolerance is for claims that agree with it; at 64 us it was 7 %, enough for a liar to
+	 * pass a reward threshold its honest twin missed: got_event_elapsed_only, H100) */
+	v->median_ms = v->outside_ms;
 	v->rse = o.rse;
 	v->outside_bound = true;
 	v->gap_ms = floor_ms - c.median;

@@ -70,14 +70,18 @@ void stats_running_free(struct stats_running *r);
 
 /* ---- the protocol object ---------------------------------------------------------------------- */
 
-#define TIMING_PROTOCOL_VERSION 8 /* 5: the median's standard error from robust sigma; 6: three
+#define TIMING_PROTOCOL_VERSION 9 /* 5: the median's standard error from robust sigma; 6: three
 				   * settling calls after each checked call shorter
 				   * than settle_below_ms; 7: checks kept for after
 				   * the loop (defer_checks_mb), settling after the
 				   * others for settle_ms (10), at most three; 8: the
 				   * first probe launched when the answer arrives
 				   * (early answers), input sets varied beyond the
-				   * generator's distribution (the bridge's vary.py) */
+				   * generator's distribution (the bridge's vary.py);
+				   * 9: a candidate held to the outside bound is
+				   * charged the outside time itself (no tolerance),
+				   * varied sets add noise and a comb, slow but
+				   * correct kernels timed within slow_budget_s */
 #define TIMING_MAX_SAMPLES 100000
 #define TIMING_MAX_CHECKS 1000
 #define TIMING_MAX_WARMUP_CALLS 100000

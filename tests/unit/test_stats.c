@@ -218,7 +218,7 @@ static void test_protocol_parse(void **state)
 	struct timing_protocol p, def;
 	struct ca_diag d;
 
-	assert_int_equal(parse("{\"version\": 8, \"warmup_min_calls\": 5, \"warmup_min_ms\": 30,"
+	assert_int_equal(parse("{\"version\": 9, \"warmup_min_calls\": 5, \"warmup_min_ms\": 30,"
 			       " \"min_samples\": 20, \"max_samples\": 500, \"target_rse\": 0.01,"
 			       " \"budget_s\": 1.5, \"l2_flush_factor\": 3, \"perturb_scale\": 0.001,"
 			       " \"checks\": 4, \"spot_density\": 8, \"tol_abs_us\": 2.5,"
