@@ -104,21 +104,29 @@ class Unit:
     entries: list[Entry]
 
 
-def _section(mm: mmap.mmap, name: bytes) -> tuple[int, int] | None:
-    """(offset, size) of an ELF64 section, or None."""
-    if mm[:4] != b"\x7fELF" or mm[4] != 2:
-        return None
-    shoff, = struct.unpack_from("<Q", mm, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", mm, 0x3A)
-    if not shoff or shentsize < 64 or shstrndx >= shnum or shoff + shnum * shentsize > len(mm):
-        return None
-    str_off, = struct.unpack_from("<Q", mm, shoff + shstrndx * shentsize + 0x18)
+def _sections(buf: mmap.mmap | bytes) -> Iterator[tuple[bytes, int, int]]:
+    """(name, offset, size) of each section of an ELF64 image; none when it is not one or its
+    section table does not fit (names are read up to 256 bytes)."""
+    if len(buf) < 64 or buf[:4] != b"\x7fELF" or buf[4] != 2:
+        return
+    shoff, = struct.unpack_from("<Q", buf, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", buf, 0x3A)
+    if not shoff or shentsize < 64 or shstrndx >= shnum or shoff + shnum * shentsize > len(buf):
+        return
+    str_off, = struct.unpack_from("<Q", buf, shoff + shstrndx * shentsize + 0x18)
     for i in range(shnum):
         h = shoff + i * shentsize
-        name_at, = struct.unpack_from("<I", mm, h)
-        off, size = struct.unpack_from("<QQ", mm, h + 0x18)
-        end = mm.find(b"\0", str_off + name_at, str_off + name_at + 256)
-        if end > 0 and mm[str_off + name_at:end] == name:
+        name_at, = struct.unpack_from("<I", buf, h)
+        off, size = struct.unpack_from("<QQ", buf, h + 0x18)
+        end = buf.find(b"\0", str_off + name_at, str_off + name_at + 256)
+        if end >= 0:
+            yield buf[str_off + name_at:end], off, size
+
+
+def _section(mm: mmap.mmap, name: bytes) -> tuple[int, int] | None:
+    """(offset, size) of an ELF64 section, or None."""
+    for n, off, size in _sections(mm):
+        if n == name:
             return (off, size) if off + size <= len(mm) else None
     return None
 
@@ -174,21 +182,10 @@ def _decompress(data: bytes, plain: int) -> bytes:
 
 def kernel_names(cubin: bytes) -> set[str]:
     """The kernels of a cubin: its sections named ``.text.<kernel>``."""
-    mm = memoryview(cubin)
-    if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or len(cubin) < 64:
+    names = {n[6:].decode("ascii", "replace") for n, _, _ in _sections(cubin)
+             if n.startswith(b".text.")}
+    if not names and (len(cubin) < 64 or cubin[:4] != b"\x7fELF"):
         raise ValueError("not an ELF64 cubin")
-    shoff, = struct.unpack_from("<Q", mm, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", mm, 0x3A)
-    if shentsize < 64 or shstrndx >= shnum or shoff + shnum * shentsize > len(cubin):
-        raise ValueError("bad section table")
-    str_off, = struct.unpack_from("<Q", mm, shoff + shstrndx * shentsize + 0x18)
-    names = set()
-    for i in range(shnum):
-        name_at, = struct.unpack_from("<I", mm, shoff + i * shentsize)
-        end = cubin.find(b"\0", str_off + name_at)
-        name = cubin[str_off + name_at:end]
-        if name.startswith(b".text."):
-            names.add(name[6:].decode("ascii", "replace"))
     return names
 
 
