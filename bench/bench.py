@@ -64,7 +64,10 @@ ITERATION_MODES: tuple[tuple[str, dict[str, str]], ...] = (("now", {}),
                      "CUDA_AGENT_START_AFTER_BUILD": "1"}),
                    # what the build sandbox costs (issue 45): the worker's sandbox is off too,
                    # a few ms of its start
-                   ("no sandbox", {"CUDA_AGENT_SANDBOX": "0"}))
+                   ("no sandbox", {"CUDA_AGENT_SANDBOX": "0"}),
+                   # the build as it was before the sandbox: nvcc's dry run asked every time
+                   ("before the sandbox",
+                    {"CUDA_AGENT_SANDBOX": "0", "CUDA_AGENT_NVCC_DRYRUN_CACHE": "0"}))
 
 
 def cpu_model() -> str:

@@ -254,7 +254,7 @@ static char *replace_output(const char *line, const char *to)
 	return r;
 }
 
-static void hash_stat(gnutls_hash_hd_t h, const char *path)
+void host_pch_hash_stat(gnutls_hash_hd_t h, const char *path)
 {
 	struct stat st;
 	char buf[PATH_MAX + 128];
@@ -272,7 +272,7 @@ static void hash_stat(gnutls_hash_hd_t h, const char *path)
 }
 
 /* The compiler the line runs: its first word, found on the steps' PATH. */
-static bool find_compiler(const char *line, const char *const *env, char *out, size_t size)
+bool host_pch_find_compiler(const char *line, const char *const *env, char *out, size_t size)
 {
 	size_t n = line[0] == '"' ? strcspn(line + 1, "\"") : strcspn(line, " ");
 	const char *w = line[0] == '"' ? line + 1 : line, *path = NULL;
@@ -299,12 +299,12 @@ static int make_key(const struct host_pch_job *job, const char *masked, const ch
 	char gcc[PATH_MAX];
 	gnutls_hash_hd_t h;
 
-	if (!find_compiler(job->line, job->env, gcc, sizeof gcc) ||
+	if (!host_pch_find_compiler(job->line, job->env, gcc, sizeof gcc) ||
 	    gnutls_hash_init(&h, GNUTLS_DIG_SHA256) != 0)
 		return CA_ERR_REJECTED;
 	gnutls_hash(h, tag, sizeof tag);
-	hash_stat(h, job->nvcc);
-	hash_stat(h, gcc);
+	host_pch_hash_stat(h, job->nvcc);
+	host_pch_hash_stat(h, gcc);
 	gnutls_hash(h, masked, strlen(masked) + 1);
 	gnutls_hash(h, text, prefix_len);
 	gnutls_hash_deinit(h, digest);

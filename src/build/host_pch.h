@@ -60,6 +60,7 @@
 #ifndef CA_BUILD_HOST_PCH_H
 #define CA_BUILD_HOST_PCH_H
 
+#include <gnutls/crypto.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -133,5 +134,12 @@ void host_pch_end(struct host_pch *p);
 
 /* Whether $CUDA_AGENT_HOST_PCH allows it (unset or anything but "0"). */
 bool host_pch_enabled(void);
+
+/* Hashes what tells one binary from another (path, device, inode, size, mtime) into h: a
+ * compiler replaced or upgraded gives cached products another key (here and nvcc_split.c). */
+void host_pch_hash_stat(gnutls_hash_hd_t h, const char *path);
+
+/* The compiler a step line runs: its first word, found on the PATH of env ("K=V" lines). */
+bool host_pch_find_compiler(const char *line, const char *const *env, char *out, size_t size);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <gnutls/crypto.h>
 #include <zlib.h>
 
 #include "util/clock.h"
@@ -295,12 +296,56 @@ static void pch_begin(struct split *s)
 	s->pch_begun = true;
 }
 
+/* Steps [from, to) as one shell line, each started only when the one before succeeded: one
+ * sandbox (and one shell) for the branch instead of one per step. Their output, and whether
+ * they all succeeded, are recorded on the first; the others are left not started, so that
+ * finish() reports the branch as nvcc would its steps (the output in order, up to the first
+ * failure, and that failure's exit status). A step that is not run (STEP_RM) is left out. */
+static bool run_chain(struct split *s, size_t from, size_t to, bool predicted)
+{
+	size_t len = 1, first = to;
+	for (size_t i = from; i < to; i++) {
+		struct step *st = &s->steps[i];
+		if (st->ran) {
+			ca_run_result_free(&st->rr);
+			st->ran = false;
+		}
+		st->started = st->ok = false;
+		if (st->kind == STEP_RM)
+			continue;
+		if (first == to)
+			first = i;
+		len += strlen(predicted && st->predicted_line ? st->predicted_line : st->line) + 4;
+	}
+	if (first == to)
+		return true;
+	char *line = malloc(len), *w = line;
+	if (!line) {
+		s->start_failed = true;
+		return false;
+	}
+	*w = '\0';
+	for (size_t i = first; i < to; i++) {
+		struct step *st = &s->steps[i];
+		if (st->kind == STEP_RM)
+			continue;
+		const char *l = predicted && st->predicted_line ? st->predicted_line : st->line;
+		w += sprintf(w, "%s%s", w == line ? "" : " && ", l);
+	}
+	char *keep = s->steps[first].line, *keep_pred = s->steps[first].predicted_line;
+	s->steps[first].line = line; /* run_step runs steps[first] with the chain's line */
+	s->steps[first].predicted_line = NULL;
+	bool ok = run_step(s, first, false);
+	s->steps[first].line = keep;
+	s->steps[first].predicted_line = keep_pred;
+	free(line);
+	return ok;
+}
+
 static void *run_branch(void *arg)
 {
 	struct branch *b = arg;
-	b->ok = true;
-	for (size_t i = b->from; i < b->to && b->ok; i++)
-		b->ok = run_step(b->s, i, b->predicted);
+	b->ok = run_chain(b->s, b->from, b->to, b->predicted);
 	if (b->pch && b->ok)
 		pch_begin(b->s);
 	return NULL;
@@ -375,6 +420,142 @@ static void learn_tag(const char *id, const char *src_abs, const char *path)
 }
 
 /* The dry run's steps into s, in a private temporary directory (dir). */
+/* ---- the dry run, cached ----------------------------------------------------------------------
+ * nvcc's dry run is a function of its command line, its environment and the installed binaries
+ * (nvcc, and the gcc it finds: --gnu_version is on the lines). Two builds of one source differ
+ * only in the private directory (TMPDIR) and the output path, and in the process id nvcc puts in
+ * its temporary names (tmpxft_<pid>_...), which only need to be unique in the private directory.
+ * So the text is kept under <tag_dir>/dryrun/<key>.txt with those two paths as tokens, the key
+ * hashing the tokenized command line, the environment the dry run saw and the binaries'
+ * identities; a later build with the same key reads it back with its own paths put in, which
+ * spares one sandbox start and one nvcc start on the build's critical path. The file is written
+ * and read by this side only (the sandbox cannot see tag_dir), the text goes through
+ * parse_dryrun's checks either way, and a text that would name anything else of the build that
+ * made it (its staging directory) is not kept. $CUDA_AGENT_NVCC_DRYRUN_CACHE=0: always asked. */
+#define TOK_DIR "@@CA_SCRATCH@@"
+#define TOK_OUT "@@CA_OUTPUT@@"
+
+/* text with every `from` replaced by `to` (owned), NULL when out of memory or too long */
+static char *subst(const char *text, const char *from, const char *to)
+{
+	size_t nf = strlen(from), nt = strlen(to), count = 0, len = strlen(text);
+	if (nf == 0)
+		return strdup(text);
+	for (const char *p = strstr(text, from); p; p = strstr(p + nf, from))
+		count++;
+	if (nt > nf && count > (DRYRUN_MAX * 4) / (nt - nf + 1))
+		return NULL;
+	char *out = malloc(len + count * (nt > nf ? nt - nf : 0) + 1), *w = out;
+	if (!out)
+		return NULL;
+	for (const char *p = text, *q; *p; p = q + nf) {
+		if (!(q = strstr(p, from))) {
+			memcpy(w, p, strlen(p) + 1);
+			return out;
+		}
+		memcpy(w, p, (size_t)(q - p));
+		w += q - p;
+		memcpy(w, to, nt);
+		w += nt;
+	}
+	*w = '\0';
+	return out;
+}
+
+static bool dryrun_cache_on(void)
+{
+	const char *env = getenv("CUDA_AGENT_NVCC_DRYRUN_CACHE");
+	return !(env && strcmp(env, "0") == 0);
+}
+
+/* The output path argv names (after -o), or NULL. */
+static const char *output_of(const char *const *argv)
+{
+	for (size_t i = 1; argv[i]; i++)
+		if (strcmp(argv[i], "-o") == 0 && argv[i + 1])
+			return argv[i + 1];
+	return NULL;
+}
+
+/* <tag_dir>/dryrun/<key>.txt for argv into path; false when no key can be made. */
+static bool dryrun_path(const struct split *s, const char *const *argv, const char *out_arg,
+			char *path, size_t size)
+{
+	static const char tag[] = "cuda-agent nvcc dry run 1";
+	unsigned char digest[32];
+	char key[2 * sizeof digest + 1], gcc[PATH_MAX];
+	const char *env_box[8], *const *env = env_box;
+	const char *path_env = s->box ? s->box->path_env : NULL;
+	static const char *const outside[] = {"PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS",
+					      "NVCC_CCBIN"};
+	char outside_env[sizeof outside / sizeof outside[0]][PATH_MAX + 32];
+	size_t ne = 0;
+	gnutls_hash_hd_t h;
+
+	if (s->box) {
+		env_box[ne++] = path_env;
+		for (size_t i = 0; i < s->box->n_pass_env && ne + 1 < sizeof env_box / sizeof *env_box;
+		     i++)
+			env_box[ne++] = s->box->pass_env[i];
+	} else {
+		for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+			const char *v = getenv(outside[i]);
+			snprintf(outside_env[i], sizeof outside_env[i], "%s=%s", outside[i],
+				 v ? v : "(unset)");
+			env_box[ne++] = outside_env[i];
+		}
+	}
+	env_box[ne] = NULL;
+	if (!host_pch_find_compiler("gcc", env, gcc, sizeof gcc))
+		snprintf(gcc, sizeof gcc, "(no gcc)");
+	if (gnutls_hash_init(&h, GNUTLS_DIG_SHA256) != 0)
+		return false;
+	gnutls_hash(h, tag, sizeof tag);
+	host_pch_hash_stat(h, argv[0]);
+	host_pch_hash_stat(h, gcc);
+	for (size_t i = 0; env[i]; i++)
+		gnutls_hash(h, env[i], strlen(env[i]) + 1);
+	gnutls_hash(h, "--", 3);
+	for (size_t i = 1; argv[i]; i++) {
+		const char *a = argv[i] == out_arg ? TOK_OUT : argv[i];
+		gnutls_hash(h, a, strlen(a) + 1);
+	}
+	gnutls_hash_deinit(h, digest);
+	for (size_t i = 0; i < sizeof digest; i++)
+		snprintf(key + 2 * i, 3, "%02x", digest[i]);
+	return snprintf(path, size, "%s/dryrun/%s.txt", s->tag_dir, key) < (int)size;
+}
+
+/* The cached text with this build's paths put in (owned), or NULL. */
+static char *dryrun_load(const char *path, const char *dir, const char *out_arg)
+{
+	char *text = NULL, *a = NULL, *b = NULL;
+	size_t len = 0;
+	if (ca_read_file(path, DRYRUN_MAX, &text, &len, NULL) != 0)
+		return NULL;
+	if (strlen(text) == len && (a = subst(text, TOK_OUT, out_arg)))
+		b = subst(a, TOK_DIR, dir);
+	free(text);
+	free(a);
+	return b;
+}
+
+/* Keeps raw (nvcc's text for this build) with this build's paths as tokens. */
+static void dryrun_store(const struct split *s, const char *path, const char *raw,
+			 const char *dir, const char *out_arg)
+{
+	char *a = NULL, *b = NULL, parent[PATH_MAX];
+	if (strstr(raw, "@@") || !(a = subst(raw, out_arg, TOK_OUT)) ||
+	    !(b = subst(a, dir, TOK_DIR)) || (s->box && strstr(b, s->box->staging)) ||
+	    strstr(b, "/ca-nvcc-") ||
+	    snprintf(parent, sizeof parent, "%s/dryrun", s->tag_dir) >= (int)sizeof parent ||
+	    ca_mkdirs(parent, 0755, NULL) != 0 ||
+	    ca_write_file_atomic(path, b, strlen(b), NULL) != 0)
+		ca_log_debug("nvcc split: the dry run is not kept");
+	free(a);
+	free(b);
+}
+
 static int dry_run(const char *const *argv, struct split *s, const char *dir)
 {
 	const char *dargv[64];
@@ -385,8 +566,24 @@ static int dry_run(const char *const *argv, struct split *s, const char *dir)
 	struct ca_diag d;
 	size_t n = 0;
 	int rc = -1;
+	char cpath[PATH_MAX];
+	const char *out_arg = output_of(argv);
+	bool cache = dryrun_cache_on() && out_arg && out_arg[0] == '/' && safe_arg(out_arg) &&
+		     dryrun_path(s, argv, out_arg, cpath, sizeof cpath);
 
 	snprintf(s->tmpdir_env, sizeof s->tmpdir_env, "TMPDIR=%s", dir);
+	if (cache) {
+		char *text = dryrun_load(cpath, dir, out_arg);
+		if (text) {
+			rc = parse_dryrun(s, text);
+			free(text);
+			if (rc == 0)
+				goto parsed;
+			split_free(s); /* a text that does not parse: asked again */
+			memset(s->steps, 0, sizeof s->steps);
+			s->n = s->nenv = 0;
+		}
+	}
 	dargv[n++] = argv[0];
 	dargv[n++] = "-dryrun";
 	for (size_t i = 1; argv[i]; i++) {
@@ -399,7 +596,11 @@ static int dry_run(const char *const *argv, struct split *s, const char *dir)
 		return -1;
 	if (!rr.timed_out && !rr.term_signal && rr.exit_code == 0 && !rr.err_dropped && rr.err)
 		rc = parse_dryrun(s, rr.err);
+	if (rc == 0 && cache)
+		dryrun_store(s, cpath, rr.err, dir, out_arg);
+	ca_log_debug("nvcc split: dry run asked%s", cache ? " (and kept)" : "");
 	ca_run_result_free(&rr);
+parsed:
 	if (rc == 0) {
 		s->env[s->nenv] = s->tmpdir_env; /* not owned: split_free stops at nenv */
 		s->env[s->nenv + 1] = NULL;

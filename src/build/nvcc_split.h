@@ -9,11 +9,16 @@
  * (its mangled name, or a hash of it; measured with nvcc 13.0 -keep), so edits that keep that
  * definition keep the tag; a unit with none gets a tag that changes from run to run. So
  * nvcc_split_run:
- *  1. asks `nvcc -dryrun` (same command line, TMPDIR a private directory) for the steps;
+ *  1. asks `nvcc -dryrun` (same command line, TMPDIR a private directory) for the steps, or
+ *     reads the answer an earlier compile of the same command line kept (tag_dir/dryrun/: the
+ *     private directory and the output path as tokens, keyed on the rest of the command line,
+ *     the environment and the nvcc and gcc binaries; $CUDA_AGENT_NVCC_DRYRUN_CACHE=0: always
+ *     asked);
  *  2. predicts the module id from the tag it learned from the last compile of the same source
  *     path with the same nvcc and flags (none yet: the steps run one after the other, and the
  *     tag is learned);
- *  3. runs the host branch and, at once, the device branch given the predicted id;
+ *  3. runs the host branch and, at once, the device branch given the predicted id; each branch
+ *     is one shell line (its steps joined by &&), so one sandbox start per branch;
  *  4. compares the id cudafe++ wrote with the prediction. Equal: the device branch's outputs are
  *     what nvcc's would be. Not equal: the device branch runs again with the written id (and
  *     the tag is learned again). Nothing is trusted to the prediction;
@@ -33,8 +38,8 @@
  * box (build/box.h; NULL: none): the build's sandbox. Every step, the dry run included, runs in
  * it (build_exec), the private directory lies in its staging directory and is bound writable,
  * the precompiled header is built there and moved into tag_dir/pch by this side.
- * Ownership: nothing is kept between calls but the learned tags and the precompiled headers
- * (files under tag_dir). */
+ * Ownership: nothing is kept between calls but the learned tags, the kept dry runs and the
+ * precompiled headers (files under tag_dir). */
 #ifndef CA_BUILD_NVCC_SPLIT_H
 #define CA_BUILD_NVCC_SPLIT_H
 

@@ -85,6 +85,11 @@ if [ -n "$learned" ]; then ok "split: tag $learned kept"; else bad "split: no ta
 rm -rf "$tmp/nvcc_split2"; mkdir -p "$tmp/nvcc_split2/build"; cp -r "$split_cache/build/nvcc-split" "$tmp/nvcc_split2/build/"
 nvcc_mode split2 CUDA_AGENT_CACHE="$tmp/nvcc_split2" CUDA_AGENT_NVCC_SPLIT=1
 if grep -q "the branches ran at once" "$tmp/err"; then ok "split: the next compile runs the branches at once"; else bad "split: the next compile did not predict" "$(tail -c 300 "$tmp/err")"; fi
+# nvcc's dry run is kept (tokenized private directory and output) and read back by the next
+# compile: objects byte for byte as above, one nvcc start fewer
+if [ -n "$(find "$split_cache" -path '*/dryrun/*.txt' | head -1)" ] && ! grep -q "dry run asked" "$tmp/err"; then
+  ok "split: the next compile reads the kept dry run"
+else bad "split: the dry run was not kept, or asked again" "$(grep 'dry run' "$tmp/err" | tail -2)"; fi
 # the host compile's precompiled header (build/host_pch.h): the first compile saw the prefix, the
 # second built the header beside its host compile, the third uses it
 if grep -q "host pch: kept" "$tmp/err"; then ok "host pch: the second sighting builds and keeps the header"; else bad "host pch: no header kept" "$(grep 'host pch' "$tmp/err" | tail -3)"; fi
