@@ -511,10 +511,16 @@ def _tolerance(req: dict[str, Any], name: str) -> float:
 
 def op_check(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     """The reference of the model under model_seed on (clones of) the tensors now in inputs[r]
-    and the given Python numbers, compared with what the outputs slot holds."""
+    and the given Python numbers, compared with what the outputs slot holds. The model's
+    parameters are perturbed when the task needs it (TaskStore.build), unless ``perturb`` is
+    false: the supervisor's check of a ModelNew that kept its seeded construction's parameters
+    (the kernelbench rules' seeded case: docs/torch-rules.md, "Parameters")."""
     slots = _slots(ctx, "check")
     task_dir = _path(req, "task_dir")
     model_seed = _seed(_field(req, "model_seed"), "check: 'model_seed'")
+    perturb = req.get("perturb")
+    if perturb is not None and not isinstance(perturb, bool):
+        raise _bad("check: 'perturb' must be a boolean")
     r = _input(req, slots)
     scalars = _scalars(req, slots)
     atol, rtol = _tolerance(req, "atol"), _tolerance(req, "rtol")
@@ -522,7 +528,7 @@ def op_check(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     with reference_numerics():
         task = ctx.store.load(task_dir)
         _same_task(slots, task, "check")
-        built = ctx.store.build(task, model_seed)
+        built = ctx.store.build(task, model_seed, perturb)
         built.reset()
         args = _call_args(slots, r, scalars, clone=True)
         outputs = forward(task, built.model, args)

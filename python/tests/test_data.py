@@ -568,6 +568,30 @@ def test_degenerate_task_fails_an_output_of_zeros(bridge: Bridge, tmp_path: Path
     assert stats["mismatches"] == 0, stats
 
 
+def test_check_without_perturbation_uses_the_model_as_constructed(
+        bridge: Bridge, tmp_path: Path, closing: list[TestSlots]) -> None:
+    """``check`` with ``perturb`` false (the kernelbench rules' seeded case: ModelNew's
+    state_dict does not pair with Model's, so both are compared as built under one seed) uses
+    Model as constructed, even for a degenerate task: there an output of zeros passes, which is
+    why such a result says the task was verified without perturbed parameters."""
+    from test_describe import GROUPNORM_MEAN
+
+    task, spec, slots = open_task(bridge, tmp_path, "gn_mean", GROUPNORM_MEAN)
+    closing.append(slots)
+    bridge.ok("fill", task_dir=str(task), model_seed=7, params=True,
+              sets=[{"input": 0, "seed": 2}])
+    slots.poison()
+    write_outputs(slots, spec, [torch.zeros(4)])
+    for perturb, passes in ((False, True), (None, False), (True, False)):
+        extra = {} if perturb is None else {"perturb": perturb}
+        (stats,) = bridge.ok("check", task_dir=str(task), model_seed=0, input=0, scalars=[],
+                             **TOL, **extra)["outputs"]
+        assert (stats["mismatches"] == 0) == passes, (perturb, stats)
+    err = bridge.error("check", task_dir=str(task), model_seed=0, input=0, scalars=[],
+                       perturb="no", **TOL)
+    assert err["code"] == "bridge.bad_request" and "perturb" in err["message"], err
+
+
 GUARANTEES = """
 import torch
 import torch.nn as nn

@@ -132,7 +132,7 @@ def slots() -> Any:
 
 
 def write_plan(root: Path, task: Path, slots: TestSlots, source: str | None = None,
-               **candidate_fields: Any) -> Path:
+               spec: dict[str, Any] | None = None, **candidate_fields: Any) -> Path:
     cand: dict[str, Any] = {"format": "kernelbench", "task_dir": str(task),
                             "torch_device": "cpu"}
     if source is not None:
@@ -140,7 +140,7 @@ def write_plan(root: Path, task: Path, slots: TestSlots, source: str | None = No
         path.write_text(textwrap.dedent(source))
         cand["path"] = str(path)
     cand.update(candidate_fields)
-    plan = {"version": 2, "device": 0, "spec": SPEC, "slots": slots.plan_slots(),
+    plan = {"version": 2, "device": 0, "spec": spec or SPEC, "slots": slots.plan_slots(),
             "candidate": cand}
     path = root / "plan.json"
     path.write_text(json.dumps(plan))
@@ -184,7 +184,7 @@ def test_honest_candidate_answers_each_command_once(tmp_path: Path, task: Path,
         assert output(slots).eq(0).all()  # the calibration's copies wrote the scratch (zeros)
         loaded = run.command("load")
         assert loaded == {"event": "loaded", "has_setup": True, "has_teardown": False,
-                          "format": "kernelbench"}, (loaded, run.stderr())
+                          "format": "kernelbench", "params": "paired"}, (loaded, run.stderr())
         assert run.command("setup") == {"event": "set_up"}
         for turn in range(6):
             r = turn % 3
@@ -360,14 +360,18 @@ SUBCLASS_OUT = candidate("return relu_scale_bias(x.contiguous(), scale, "
 def test_kernelbench_rules_match_parameters_by_order_and_allow_torch(
         tmp_path: Path, task: Path, slots: TestSlots) -> None:
     """Under the kernelbench rules a renamed parameter receives the reference's value by order
-    and shape (ModelNew's own buffers keep theirs) and torch compute in forward() is allowed;
-    the same file under the cuda-agent rules is refused at load."""
+    and shape (ModelNew's own buffers keep theirs; ``loaded`` says ``paired``) and torch compute
+    in forward() is allowed; a state_dict that pairs neither way is ``seeded`` there. Under the
+    cuda-agent rules both files are refused at load."""
     bias = set_params(slots, 1)
     x = fill(slots, 0, 3)
     run = Runner(write_plan(tmp_path, task, slots, KB_RENAMED_TORCH, rules="kernelbench"),
                  pass_fds=slots.fds())
     try:
-        run.start()
+        assert run.event()["event"] == "device"  # type: ignore[index]
+        loaded = run.command("load")
+        assert loaded["event"] == "loaded" and loaded["params"] == "paired", loaded
+        assert run.command("setup") == {"event": "set_up"}
         for scale in (1.0, 2.5):
             slots.poison()
             ev = run.command("call", input=0, scalars=[[1, scale]])
@@ -376,19 +380,141 @@ def test_kernelbench_rules_match_parameters_by_order_and_allow_torch(
         assert run.quit() == 0
     finally:
         run.close()
-    for rules, source, code, words in (
+    for rules, source, answer, words in (
             ("cuda-agent", KB_RENAMED_TORCH, "candidate.params_mismatch", "missing bias"),
-            ("kernelbench", KB_WRONG_SHAPE, "candidate.params_mismatch", "kernelbench rules")):
-        root = tmp_path / f"{rules}-{code}"
-        root.mkdir()
+            ("cuda-agent", KB_WRONG_SHAPE, "candidate.params_mismatch", "missing bias"),
+            ("kernelbench", KB_WRONG_SHAPE, "seeded", "")):
+        root = tmp_path / f"{rules}-{answer}"
+        root.mkdir(exist_ok=True)
         run = Runner(write_plan(root, task, slots, source, rules=rules), pass_fds=slots.fds())
         try:
             assert run.event()["event"] == "device"  # type: ignore[index]
-            err = run.command("load")
-            assert err["event"] == "error" and err["code"] == code, err
-            assert words in err["message"], err
+            ev = run.command("load")
+            if answer == "seeded":
+                assert ev["event"] == "loaded" and ev["params"] == "seeded", ev
+            else:
+                assert ev["event"] == "error" and ev["code"] == answer, ev
+                assert words in ev["message"], ev
         finally:
             run.close()
+
+
+# KernelBench's parameter semantics (issue 46): a Conv1d, then an InstanceNorm1d that cancels
+# the conv's bias and whose affine parameters start at ones and zeros (no random draws).
+CONV_NORM = """
+import torch
+from torch import nn
+
+class Model(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.conv = nn.Conv1d(cin, cout, 3)
+        self.norm = nn.InstanceNorm1d(cout, affine=True)
+
+    def forward(self, x):
+        return self.norm(self.conv(x))
+
+def get_inputs():
+    return [torch.randn(4, 3, 16)]
+
+def get_init_inputs():
+    return [3, 8]
+"""
+CONV_NORM_HEAD = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+class ModelNew(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+"""
+# The shapes differ: the bias is dropped (the norm cancels it); the weight is drawn as Model's.
+DROPPED_BIAS = CONV_NORM_HEAD + """
+        self.conv = nn.Conv1d(cin, cout, 3, bias=False)
+        self.norm = nn.InstanceNorm1d(cout, affine=True)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls += 1  # its own state, changed by forward(): restored at each setup
+        return self.norm(self.conv(x)) + (self.calls > 1).float() * 1000
+"""
+# The names differ: the norm's affine parameters are ModelNew's own, declared before the conv.
+RENAMED_AFFINE = CONV_NORM_HEAD + """
+        self.gamma = nn.Parameter(torch.ones(cout))
+        self.beta = nn.Parameter(torch.zeros(cout))
+        self.conv = nn.Conv1d(cin, cout, 3)
+
+    def forward(self, x):
+        return F.instance_norm(self.conv(x)) * self.gamma[:, None] + self.beta[:, None]
+"""
+# As RENAMED_AFFINE, but its own parameters are random draws made before the conv's: under the
+# same seed its conv differs from Model's, so it is wrong, as KernelBench's harness finds it.
+OTHER_DRAWS = RENAMED_AFFINE.replace("torch.ones(cout)", "1 + 0 * torch.randn(cout)")
+
+
+def test_kernelbench_state_dicts_that_do_not_pair_keep_their_seeded_parameters(
+        tmp_path: Path, bridge: Bridge) -> None:
+    """Under the kernelbench rules a ModelNew whose state_dict pairs with Model's neither by name
+    nor by order and shape (a dropped bias, renamed affine parameters) keeps what its
+    construction under ``init_seed`` gave it (``loaded`` says ``seeded``; the params slot is
+    not read), and is right against the bridge's reference under the same seed, unperturbed
+    (``check`` with ``perturb`` false): KernelBench's semantics. Each setup restores the state
+    of its construction. Under the cuda-agent rules both are ``candidate.params_mismatch``."""
+    task = write_task(tmp_path, "conv_norm", CONV_NORM)
+    spec = bridge.ok("describe", task_dir=str(task), seed=1)
+    slots = bridge.slots_for(spec, 2)
+    init_seed = 11
+    try:
+        # the params slot holds Model's state under another seed, as the supervisor's trials do
+        bridge.ok("fill", task_dir=str(task), model_seed=77, params=True,
+                  sets=[{"input": r, "seed": 30 + r} for r in range(2)])
+
+        def mismatches(r: int, model_seed: int) -> int:
+            (stats,) = bridge.ok("check", task_dir=str(task), model_seed=model_seed, input=r,
+                                 scalars=[], atol=1e-4, rtol=1e-4, perturb=False)["outputs"]
+            return int(stats["mismatches"])
+
+        for name, source, right in (("dropped", DROPPED_BIAS, True),
+                                    ("renamed", RENAMED_AFFINE, True),
+                                    ("other_draws", OTHER_DRAWS, False)):
+            root = tmp_path / name
+            root.mkdir()
+            run = Runner(write_plan(root, task, slots, source, spec=spec, rules="kernelbench",
+                                    init_seed=init_seed), pass_fds=slots.fds())
+            try:
+                assert run.event()["event"] == "device"  # type: ignore[index]
+                loaded = run.command("load")
+                assert loaded["event"] == "loaded" and loaded["params"] == "seeded", (
+                    loaded, run.stderr())
+                for r in (0, 1):
+                    assert run.command("setup") == {"event": "set_up"}
+                    slots.poison()
+                    ev = run.command("call", input=r)
+                    assert ev["event"] == "called", (ev, run.stderr())
+                    if right:
+                        assert mismatches(r, init_seed) == 0, name
+                        assert mismatches(r, 77) > 0, name  # not the slot's parameters
+                    else:
+                        assert mismatches(r, init_seed) > 0, name
+                assert run.quit() == 0
+            finally:
+                run.close()
+        for source in (DROPPED_BIAS, RENAMED_AFFINE):
+            root = tmp_path / "cuda-agent"
+            root.mkdir(exist_ok=True)
+            run = Runner(write_plan(root, task, slots, source, spec=spec, rules="cuda-agent"),
+                         pass_fds=slots.fds())
+            try:
+                assert run.event()["event"] == "device"  # type: ignore[index]
+                err = run.command("load")
+                assert err["event"] == "error" and err["code"] == "candidate.params_mismatch", err
+                assert "missing conv.bias" in err["message"] or "norm.weight" in err["message"]
+            finally:
+                run.close()
+    finally:
+        bridge.ok("slots_close")
+        slots.close()
 
 
 def test_tensor_subclass_outputs_are_tampering(tmp_path: Path, task: Path,

@@ -350,10 +350,14 @@ static int check_outputs(struct run *r, int input, json_t *scalars, json_t *entr
 	char code[64];
 	int rc;
 
+	/* A ModelNew that kept its seeded construction's parameters (kernelbench rules, spawn.c
+	 * note_params) is checked against Model built under the same seed, as constructed */
 	req = json_pack("{s:s, s:I, s:i, s:o, s:f, s:f}", "task_dir", r->task.dir, "model_seed",
-			(json_int_t)D->model_seed, "input", input, "scalars",
-			scalars ? json_incref(scalars) : json_array(), "atol", r->task.atol, "rtol",
-			r->task.rtol);
+			(json_int_t)(r->params_seeded ? RUN_TORCH_INIT_SEED : D->model_seed),
+			"input", input, "scalars", scalars ? json_incref(scalars) : json_array(),
+			"atol", r->task.atol, "rtol", r->task.rtol);
+	if (req && r->params_seeded)
+		json_object_set_new(req, "perturb", json_false());
 	rc = bridge_call(&r->s->bridge, "check", req,
 			 120.0 + 4.0 * (double)(D->lay_inputs.bytes + D->lay_outputs.bytes) / 1e9,
 			 &res, code, sizeof code, &d);

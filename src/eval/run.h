@@ -36,6 +36,11 @@
 #define RUN_MAX_INPUTS 16
 #define RUN_MAX_CHECKS 64
 #define RUN_SLOT_FDS (RUN_MAX_INPUTS + 2)
+/* The seed the PyTorch-format runner builds ModelNew under (the plan's candidate.init_seed), and
+ * the one the reference is built under for the checks of a ModelNew whose state_dict does not
+ * pair with Model's (kernelbench rules; docs/torch-rules.md, "Parameters"). Not a secret: the
+ * candidate builds its model with it. */
+#define RUN_TORCH_INIT_SEED UINT64_C(0)
 
 /* The evaluation's data (data.c): the slots the bridge allocated, mapped in the supervisor's
  * device context, and what is in them. */
@@ -98,6 +103,10 @@ struct run {
 	char work[PATH_MAX]; /* the candidate process's writable directory (torch caches) */
 	enum candidate_format format;
 	enum torch_profile rules;   /* the rules that judge it (o->rules, resolved by format) */
+	/* PyTorch formats, kernelbench rules: ModelNew keeps the parameters of its construction
+	 * under RUN_TORCH_INIT_SEED (the runner's `loaded` says "seeded"; spawn.c), and the checks
+	 * use Model's under that seed, unperturbed (data.c) */
+	bool params_seeded;
 	struct gpu_stage gpu;       /* the turn on a GPU that several evaluations share */
 	struct cpu_claim cpu;       /* the CPU of the candidate's and the reference process
 				       (cpu -1 when not pinned) */

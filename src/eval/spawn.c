@@ -253,10 +253,11 @@ static int copy_build_outputs(struct run *r, struct ca_diag *d)
 /* The plan's "candidate" object for the PyTorch-format runner (python/cuda_agent_bridge/runner). */
 static json_t *torch_candidate_json(const struct run *r)
 {
-	json_t *c = json_pack("{s:s, s:s, s:s, s:s}", "format", candidate_format_name(r->format),
-			      "task_dir", r->task.dir, "torch_device",
+	json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:I}", "format",
+			      candidate_format_name(r->format), "task_dir", r->task.dir, "torch_device",
 			      r->data.dev.kind == DEVICE_CPU ? "cpu" : "cuda", "rules",
-			      torch_profile_name(r->rules));
+			      torch_profile_name(r->rules), "init_seed",
+			      (json_int_t)RUN_TORCH_INIT_SEED);
 	json_object_set_new(c, r->format == CANDIDATE_WORKDIR ? "dir" : "path",
 			    json_string(r->cand_path));
 	if (r->format == CANDIDATE_WORKDIR)
@@ -429,6 +430,52 @@ static int load_library(struct run *r)
 	return 0;
 }
 
+/* The runner's `loaded` answer says how ModelNew got its parameters (runner/load.py, pairing):
+ * "paired" (the params slot at each setup) or "seeded" (its construction under
+ * RUN_TORCH_INIT_SEED; kernelbench rules only). Recorded in the result as "params"; a degenerate
+ * task then verified without perturbed parameters says so in task.degenerate. The answer is a
+ * claim, but "seeded" buys nothing a state_dict that does not pair would not: the checks then
+ * use the reference under the same public seed. 0, or -1 (reason set). */
+static int note_params(struct run *r, const json_t *ans)
+{
+	const json_t *v = json_object_get(ans, "params");
+	const char *mode = v ? json_string_value(v) : "paired";
+	json_t *task = json_object_get(r->result, "task");
+	json_t *deg = json_object_get(task, "degenerate");
+	const char *kind = json_string_value(json_object_get(deg, "kind"));
+	json_t *copy;
+	char msg[512];
+
+	if (!mode || (strcmp(mode, "paired") != 0 && strcmp(mode, "seeded") != 0) ||
+	    (strcmp(mode, "seeded") == 0 && r->rules != TORCH_PROFILE_KERNELBENCH)) {
+		set_reason(r, "hack.harness_tampering",
+			   "the candidate's process answered `load` with params %.64s under the %s "
+			   "rules (the runner answers \"paired\", or \"seeded\" under kernelbench)",
+			   mode ? mode : "(not a string)", torch_profile_name(r->rules));
+		return -1;
+	}
+	r->params_seeded = strcmp(mode, "seeded") == 0;
+	json_object_set_new(r->result, "params", json_string(mode));
+	if (!r->params_seeded || !json_is_object(deg) ||
+	    !json_is_true(json_object_get(deg, "params_perturbed")))
+		return 0;
+	/* The describe answer is the session's (reference.c): the result gets its own copy. */
+	copy = json_deep_copy(deg);
+	if (!copy)
+		return 0;
+	snprintf(msg, sizeof msg,
+		 "the task is degenerate (%s) and was verified WITHOUT perturbed parameters: "
+		 "ModelNew's state_dict does not pair with Model's, so both models were built under "
+		 "the same seed, as constructed (kernelbench rules); a kernel that does not compute "
+		 "can pass verification",
+		 kind ? kind : "degenerate");
+	json_object_set_new(copy, "params_perturbed", json_false());
+	json_object_set_new(copy, "message", json_string(msg));
+	json_object_set_new(task, "degenerate", copy);
+	ca_log_warn("task %s: %s", r->task.id, msg);
+	return 0;
+}
+
 /* After the calibration: the library (waiting for a build that still runs), then `load`. */
 static int load_candidate(struct run *r)
 {
@@ -444,7 +491,7 @@ static int load_candidate(struct run *r)
 		return -1;
 	}
 	note_seconds(r, "load", t0);
-	return 0;
+	return r->format != CANDIDATE_NATIVE ? note_params(r, ans) : 0;
 }
 
 /* Starts the candidate's process: per-run copies of what was built, the slots, the plan and the

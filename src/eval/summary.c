@@ -86,6 +86,9 @@ char *eval_summary_text(const json_t *result)
 			   "verify    %zu/%zu trials correct (max abs err %.3g, max rel err %.3g)\n",
 			   ok, json_array_size(trials), max_abs, max_rel);
 	}
+	if (strcmp(str(result, "params"), "seeded") == 0)
+		ca_appendf(buf, SUMMARY_MAX, &off, "params    seeded: ModelNew's state_dict does not pair "
+			   "with Model's; both built under the same seed (kernelbench rules)\n");
 	timing_line(buf, &off, json_object_get(result, "timing"));
 	if (prof) {
 		size_t i;

@@ -85,10 +85,28 @@ field "slow: correct, reward 1, fewer samples said" 'r["reason"]["code"] == "ok"
 # The rules profiles (docs/torch-rules.md, "Rules profiles"): one file, two verdicts.
 run "eval under the kernelbench rules" 0 "$cli" eval --device cpu --budget 0.3 --trials 2 \
   --rules kernelbench --json "$data/task" "$data/kb_rules.py"
-field "kernelbench rules: renamed parameter matched by shape, torch operators allowed" 'r["rules"] == "kernelbench" and r["reason"]["code"] == "ok" and r["correct"] is True'
+field "kernelbench rules: renamed parameter matched by shape, torch operators allowed" 'r["rules"] == "kernelbench" and r["reason"]["code"] == "ok" and r["correct"] is True and r["params"] == "paired"'
 run "the same file under the cuda-agent rules" 1 "$cli" eval --device cpu --budget 0.3 \
   --trials 2 --json "$data/task" "$data/kb_rules.py"
 field "cuda-agent rules: parameters matched by name" 'r["rules"] == "cuda-agent" and r["reason"]["code"] == "candidate.params_mismatch" and "missing bias" in r["reason"]["message"] and r["reward"] == -1'
+
+# KernelBench's parameter semantics (issue 46): a state_dict that pairs with Model's neither by
+# name nor by order and shape (a conv bias dropped, which the instance norm after it cancels; the
+# norm's affine parameters declared under other names) is ModelNew's construction under the seed
+# Model is built with, as KernelBench's harness builds both; the checks use Model under that
+# seed. The cuda-agent rules load the reference's state_dict into ModelNew, and refuse it.
+run "kernelbench rules, a state_dict that does not pair with Model's" 0 "$cli" eval --device cpu \
+  --budget 0.3 --trials 2 --rules kernelbench --json "$data/seeded_task" "$data/seeded.py"
+field "seeded: correct, scored, and the result says how the parameters were had" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["reward"] >= 1 and r["params"] == "seeded" and r["timing"]["checks"]["failed"] == 0 and "params    seeded" in r["summary"]'
+run "the same file under the cuda-agent rules" 1 "$cli" eval --device cpu --verify-only \
+  --trials 2 --json "$data/seeded_task" "$data/seeded.py"
+field "cuda-agent rules: the state_dict must pair by name" 'r["rules"] == "cuda-agent" and r["reason"]["code"] == "candidate.params_mismatch" and "missing conv.bias" in r["reason"]["message"] and r["reward"] == -1 and "params" not in r'
+# A degenerate task judged seeded cannot have perturbed parameters (nothing pairs ModelNew's
+# with Model's): a candidate that returns zeros passes, and the result says so plainly.
+run "kernelbench rules, a degenerate task, zeros from a state_dict that does not pair" 0 "$cli" \
+  eval --device cpu --verify-only --trials 2 --rules kernelbench --json \
+  "$data/degenerate_task" "$data/degenerate_zeros.py"
+field "seeded on a degenerate task: verified without perturbation, said" '(lambda d: r["params"] == "seeded" and r["correct"] is True and d["kind"] == "zeros" and d["params_perturbed"] is False and "WITHOUT perturbed parameters" in d["message"])(r["task"]["degenerate"])'
 
 # CUDA_AGENT_PIN_PROCESSES=1 (docs/protocol.md, "The sample"; on by itself only with a GPU): the
 # candidate's process on one CPU claimed for the evaluation

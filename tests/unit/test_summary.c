@@ -249,6 +249,25 @@ static void test_compile_baseline_failed_and_cached(void **state)
 	json_decref(r);
 }
 
+/* How ModelNew got its parameters (docs/torch-rules.md, "Parameters"): a line only when seeded. */
+static void test_params_seeded(void **state)
+{
+	(void)state;
+	json_t *r = ok_result();
+	json_object_set_new(r, "params", json_string("paired"));
+	char *s = eval_summary_text(r);
+	assert_non_null(s);
+	assert_null(strstr(s, "params "));
+	free(s);
+	json_object_set_new(r, "params", json_string("seeded"));
+	s = eval_summary_text(r);
+	assert_non_null(s);
+	assert_line(s, "params    seeded: ModelNew's state_dict does not pair with Model's; both "
+		       "built under the same seed (kernelbench rules)");
+	free(s);
+	json_decref(r);
+}
+
 /* Hostile or empty input: the text stays bounded and well-formed. */
 static void test_bounded(void **state)
 {
@@ -286,6 +305,7 @@ int main(void)
 		cmocka_unit_test(test_build_failure),
 		cmocka_unit_test(test_partial_verification_and_untimed),
 		cmocka_unit_test(test_compile_baseline_failed_and_cached),
+		cmocka_unit_test(test_params_seeded),
 		cmocka_unit_test(test_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

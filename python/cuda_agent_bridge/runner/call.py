@@ -7,11 +7,15 @@ Contract (``Harness``, made once the slots are mapped):
   outputs slot; end event; device synchronize. Returns the event time (ms). A call's events
   cover the same fixed work plus forward(), so ``ev_ms - median(empty)`` is forward()'s cost.
 - ``load(model, names)``: keeps ModelNew and the state_dict names that receive the spec's
-  parameters (load.param_names), and makes, once per input slot, forward()'s arguments as views
-  of the slot (Python numbers are filled in per call).
-- ``setup()``: the params slot into ModelNew with ``load_state_dict`` (strict under the
+  parameters (load.pairing), or, when ``names`` is None (kernelbench rules, state_dicts that do
+  not pair), a copy of ModelNew's state as its seeded construction left it; and makes, once per
+  input slot, forward()'s arguments as views of the slot (Python numbers are filled in per
+  call). ``params`` says which: ``"paired"`` or ``"seeded"`` (the ``loaded`` answer's field).
+- ``setup()``: paired, the params slot into ModelNew with ``load_state_dict`` (strict under the
   cuda-agent rules; under kernelbench, entries the reference has no parameter for keep their
-  own values); an exception is ``CallFailed(abi.setup_failed)``.
+  own values); seeded, ModelNew's state restored to the copy made at load (as the reference is
+  reset to its state after construction before each check: forward() may update buffers); an
+  exception is ``CallFailed(abi.setup_failed)``.
 - ``call(r, scalars)``: start event; ``forward(*args)`` under ``torch.no_grad()`` with the
   refusal guard active around forward() only; the outputs flattened and checked against the
   spec (count, dtype, shape, device: ``verify.mismatch``; a Tensor subclass:
@@ -37,7 +41,7 @@ from ..slots import layout, tensor_views
 from ..tasks import dtype_from_name, dtype_name, flatten_outputs
 from ..timing import Stopwatch
 from .device import Mapped
-from .events import CallFailed
+from .events import CallFailed, Fatal
 from .plan import Plan
 
 # Substrings of CUDA error texts (torch's RuntimeError) -> the fault codes.
@@ -110,6 +114,7 @@ class Harness:
                            for at, v in zip(offsets, self.out_views, strict=True)]
         self.model: nn.Module | None = None
         self.names: list[str] = []
+        self.seeded_state: dict[str, torch.Tensor] | None = None
         self.templates: list[list[object]] = []
         self.guarded = plan.candidate.rules == "cuda-agent"
 
@@ -139,9 +144,23 @@ class Harness:
 
     # -- the candidate -----------------------------------------------------------------------
 
-    def load(self, model: nn.Module, names: list[str]) -> None:
+    @property
+    def params(self) -> str:
+        """``"seeded"`` when ModelNew keeps its seeded construction's parameters, else
+        ``"paired"`` (the params slot is loaded into it at each setup)."""
+        return "paired" if self.seeded_state is None else "seeded"
+
+    def load(self, model: nn.Module, names: list[str] | None) -> None:
         self.model = model
-        self.names = names
+        self.names = names or []
+        self.seeded_state = None
+        if names is None:
+            try:
+                self.seeded_state = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v
+                                     for k, v in model.state_dict().items()}
+            except Exception as exc:
+                raise Fatal("candidate.init_failed",
+                            f"ModelNew.state_dict() raised {safe_text(exc)}") from exc
         tensor_args = self.plan.spec.tensor_args
         entries = [a.layout_entry() for a in tensor_args]
         self.templates = []
@@ -156,8 +175,11 @@ class Harness:
         params = self.plan.spec.params
         views = tensor_views(self.mapped.params, [p.layout_entry() for p in params])
         try:
-            self.model.load_state_dict(dict(zip(self.names, views, strict=True)),
-                                       strict=self.guarded)
+            if self.seeded_state is not None:
+                self.model.load_state_dict(self.seeded_state)
+            else:
+                self.model.load_state_dict(dict(zip(self.names, views, strict=True)),
+                                           strict=self.guarded)
             self.watch.sync()
         except BaseException as exc:
             raise self._fault() or CallFailed(

@@ -8,11 +8,16 @@ Contract:
   ``candidate.load_failed``) and ``cpp_extension.load`` is refused; for a workdir, the prebuilt
   ``extension`` is imported as ``cuda_extension``. The file is imported, then, under
   ``seed_all(init_seed)``, ``ModelNew(*get_init_inputs())`` is built, moved to the device, cast
-  to the task's precision and put in eval mode. Under the cuda-agent rules its ``state_dict``
-  must have exactly the spec's parameter names and shapes, in any order (what
-  ``load_state_dict(strict=True)`` needs); under kernelbench, entries of the spec's shapes in the
-  spec's order, whatever their names (``param_names``); else ``candidate.params_mismatch``.
-  Returns the model and the names that receive the spec's parameters. Failures: ``Fatal`` with
+  to the task's precision and put in training mode (the reference's). Its parameters
+  (``pairing``): under the cuda-agent rules its ``state_dict`` must have exactly the spec's
+  parameter names and shapes, in any order (what ``load_state_dict(strict=True)`` needs), else
+  ``candidate.params_mismatch``; under kernelbench the state_dicts pair when the names and
+  shapes are the spec's, or when each of the spec's shapes, in order, finds an entry of
+  ModelNew's (``_by_shape``), and otherwise ModelNew keeps the parameters its seeded
+  construction gave it (KernelBench's own semantics: ``set_seed`` before each model's
+  construction, no pairing; the supervisor then checks against the reference built under the
+  same seed, unperturbed: docs/torch-rules.md, "Parameters"). Returns the model and the names
+  that receive the spec's parameters, or None for the seeded case. Failures: ``Fatal`` with
   ``candidate.load_failed``, ``candidate.init_failed``, ``candidate.params_mismatch`` or
   ``worker.bad_plan`` (the task).
 - ``record_inline(path, out_path)``: imports the file with ``load_inline`` recording its
@@ -203,10 +208,11 @@ def model_class(cand: Candidate) -> type[nn.Module]:
 
 def _by_shape(want: list[tuple[str, tuple[int, ...]]],
               ours: list[tuple[str, tuple[int, ...]]]) -> list[str] | None:
-    """KernelBench's convention, where the models' __init__ are seeded alike and names do not
-    matter: each reference parameter, in order, takes the next entry of ModelNew's state_dict
-    (in order) of the same shape; None when one finds none. Entries left over (buffers of
-    ModelNew's own) keep the values its seeded __init__ gave them."""
+    """The kernelbench rules' pairing where names differ (KernelBench itself never pairs; both
+    of its models are seeded alike): each reference parameter, in order, takes the next entry
+    of ModelNew's state_dict (in order) of the same shape; None when one finds none (then
+    ModelNew keeps its seeded construction's parameters: ``pairing``). Entries left over
+    (buffers of ModelNew's own) keep the values its seeded __init__ gave them."""
     names: list[str] = []
     j = 0
     for _, shape in want:
@@ -234,11 +240,17 @@ def _mismatch(want: dict[str, tuple[int, ...]], ours: dict[str, tuple[int, ...]]
     return "; ".join(parts)
 
 
-def param_names(model: nn.Module, plan: Plan) -> list[str]:
+def pairing(model: nn.Module, plan: Plan) -> list[str] | None:
     """The names in ModelNew's state_dict that receive the reference's parameters, in the
-    spec's order. Under the cuda-agent rules they must be the reference's names, with its
-    shapes, and nothing more (load_state_dict strict); under kernelbench the names may differ
-    (matched by order and shape, ``_by_shape``). Else ``candidate.params_mismatch``."""
+    spec's order, or None: ModelNew keeps the parameters of its seeded construction.
+
+    Under the cuda-agent rules they must be the reference's names, with its shapes, and nothing
+    more (``load_state_dict`` strict, as the published rules load the reference's state_dict
+    into ModelNew); else ``candidate.params_mismatch``. Under kernelbench they are the
+    reference's names, or entries matched by order and shape (``_by_shape``); where neither
+    pairs (a dropped bias that a following norm cancels, a norm's affine parameters declared
+    under other names and in another place), None: KernelBench never pairs state_dicts, it
+    builds both models under the same seed, and so does the supervisor then."""
     want = [(p.name, p.shape) for p in plan.spec.params]
     try:
         ours = [(k, tuple(v.shape)) for k, v in model.state_dict().items()]
@@ -248,14 +260,7 @@ def param_names(model: nn.Module, plan: Plan) -> list[str]:
     if dict(want) == dict(ours):
         return [name for name, _ in want]
     if plan.candidate.rules == "kernelbench":
-        names = _by_shape(want, ours)
-        if names is not None:
-            return names
-        raise Fatal("candidate.params_mismatch",
-                    "ModelNew's parameters do not line up with the reference Model's: under the "
-                    "kernelbench rules each of Model's parameters, in order, needs an entry of "
-                    "ModelNew's state_dict of the same shape, in the same order "
-                    f"({_mismatch(dict(want), dict(ours))})")
+        return _by_shape(want, ours)
     raise Fatal("candidate.params_mismatch",
                 "ModelNew's state_dict must have the reference Model's names and shapes "
                 f"(load_state_dict strict): {_mismatch(dict(want), dict(ours))}")
@@ -269,8 +274,8 @@ def _task(plan: Plan) -> Task:
                     f"task {plan.candidate.task_dir}: {exc.message}") from exc
 
 
-def build_model(plan: Plan, device: torch.device) -> tuple[nn.Module, list[str]]:
-    """ModelNew(*get_init_inputs()) as the module's contract says, and ``param_names``."""
+def build_model(plan: Plan, device: torch.device) -> tuple[nn.Module, list[str] | None]:
+    """ModelNew(*get_init_inputs()) as the module's contract says, and ``pairing``."""
     task = _task(plan)
     if plan.candidate.format == "kernelbench":
         serve_inline(plan.candidate.inline_modules)
@@ -292,4 +297,4 @@ def build_model(plan: Plan, device: torch.device) -> tuple[nn.Module, list[str]]
     except BaseException as exc:
         raise Fatal("candidate.init_failed",
                     f"ModelNew(*get_init_inputs()) raised {exception_text(exc)}") from exc
-    return model, param_names(model, plan)
+    return model, pairing(model, plan)

@@ -87,7 +87,8 @@ class Candidate:
     init_seed: int = 0
     torch_device: str = "cuda"
     # cuda-agent: torch compute refused in forward(), parameters matched by name;
-    # kernelbench: torch compute allowed, parameters matched by order and shape
+    # kernelbench: torch compute allowed, parameters matched by name or by order and shape,
+    # else ModelNew keeps those of its construction under init_seed (load.pairing)
     rules: str = "cuda-agent"
 
 

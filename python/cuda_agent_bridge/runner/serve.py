@@ -7,12 +7,16 @@ are skipped) and answers each with exactly one event, nothing else:
 | command | answer |
 | --- | --- |
 | ``{"cmd": "empty", "input": r}`` | ``called {"ev_ms"}`` (Harness.empty) |
-| ``{"cmd": "load"}`` | ``loaded {"has_setup": true, "has_teardown": false, "format"}`` |
+| ``{"cmd": "load"}`` | ``loaded {"has_setup": true, "has_teardown": false, "format", "params"}`` |
 | ``{"cmd": "setup"}`` | ``set_up`` (after load) |
 | ``{"cmd": "call", "input": r, "scalars": [[i, v], ...]}`` | ``called {"ev_ms"}`` (after setup) |
 | ``{"cmd": "profile", ...}`` | ``profile {"ok": false, "code": "worker.unsupported", ...}`` |
 | ``{"cmd": "audit", ...}`` | ``failed {"code": "worker.unsupported"}`` |
 | ``{"cmd": "quit"}`` | ``done``, then the process exits 0 |
+
+``params`` is ``paired`` (each setup loads the params slot into ModelNew) or ``seeded`` (under
+the kernelbench rules, state_dicts that do not pair: ModelNew keeps its seeded construction's
+parameters; load.pairing, Harness.params).
 
 A failed command answers ``failed {"code", "message"}`` and the loop goes on, except after a
 ``fault.*`` (a CUDA error), where the process exits 1. A malformed, overlong or unknown command,
@@ -87,7 +91,8 @@ def serve(plan_path: str, commands: BinaryIO, ev: Events) -> int:
                 harness.load(*build_model(plan, device))
                 loaded = True
                 ev.emit("loaded", {"has_setup": True, "has_teardown": False,
-                                   "format": plan.candidate.format})
+                                   "format": plan.candidate.format,
+                                   "params": harness.params})
             elif name == "setup":
                 if not loaded:
                     raise _bad("setup before load")

@@ -1,5 +1,5 @@
 # Honest under KernelBench's rules, refused under cuda-agent's: the parameter has another name
-# than the reference's (KernelBench matches parameters by order and shape), forward() finishes
+# than the reference's (paired by order and shape under the kernelbench rules), forward() finishes
 # with torch operators (allowed there), and the CUDA sources define a kernel (KernelBench's
 # cuda_impl check; on this CPU-only test host the C++ function does the work).
 import torch
