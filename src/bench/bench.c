@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "bench/kb_harness.h"
 #include "bench/kb_runs.h"
 #include "store/results_db.h"
 #include "report/report.h"
@@ -239,6 +240,46 @@ static void free_run(struct run *r)
 	r->n = r->cap = 0;
 }
 
+/* Items from..n-1 moved down to kept.. (a failure keeps them, for free_run). */
+static int keep_rest(struct run *r, size_t kept, size_t from, int rc)
+{
+	for (size_t j = from; j < r->n; j++)
+		r->items[kept++] = r->items[j];
+	r->n = kept;
+	return rc;
+}
+
+/* Each item's candidate and fingerprint; with skip_missing, the items without a candidate are
+ * dropped (r->n shrinks). */
+static int find_candidates(struct run *r, struct ca_diag *d)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < r->n; i++) {
+		struct item *it = &r->items[i];
+		char cand[PATH_MAX];
+		int rc;
+		if (strcmp(it->key, ".") == 0
+			    ? ca_strlcpy(cand, r->o->candidates_dir, sizeof cand)
+			    : ca_path_join(cand, sizeof cand, r->o->candidates_dir, it->key))
+			return keep_rest(r, kept, i,
+					 ca_fail(d, CA_ERR_LIMIT, "path too long: %s", it->key));
+		if (!(it->cand_dir = strdup(cand)))
+			return keep_rest(r, kept, i, ca_fail(d, CA_ERR_NOMEM, "out of memory"));
+		if ((rc = bench_candidate_fingerprint(r, it, d)))
+			return keep_rest(r, kept, i,
+					 ca_fail_prefix(d, rc, "candidate for %s", it->key));
+		if (r->o->skip_missing && !it->has_candidate) {
+			free(it->key);
+			free(it->task_dir);
+			free(it->cand_dir);
+			continue;
+		}
+		r->items[kept++] = *it;
+	}
+	r->n = kept;
+	return 0;
+}
+
 static int prepare_items(struct run *r, struct results_db *db, struct bench_summary *s,
 			 struct ca_diag *d)
 {
@@ -246,16 +287,7 @@ static int prepare_items(struct run *r, struct results_db *db, struct bench_summ
 		struct item *it = &r->items[i];
 		struct task t;
 		struct ca_diag td = {{0}};
-		char cand[PATH_MAX];
 		int rc;
-		if (strcmp(it->key, ".") == 0
-			    ? ca_strlcpy(cand, r->o->candidates_dir, sizeof cand)
-			    : ca_path_join(cand, sizeof cand, r->o->candidates_dir, it->key))
-			return ca_fail(d, CA_ERR_LIMIT, "path too long: %s", it->key);
-		if (!(it->cand_dir = strdup(cand)))
-			return ca_fail(d, CA_ERR_NOMEM, "out of memory");
-		if ((rc = bench_candidate_fingerprint(r, it, d)))
-			return ca_fail_prefix(d, rc, "candidate for %s", it->key);
 		memset(&t, 0, sizeof t);
 		if (task_load(&t, it->task_dir, &td) == 0)
 			ca_strlcpy(it->task_hash, t.hash, sizeof it->task_hash);
@@ -276,10 +308,10 @@ static int prepare_items(struct run *r, struct results_db *db, struct bench_summ
 /* KernelBench's eval_results.json: --kernelbench-results, else the one in the candidates'
  * directory (a KernelBench run directory) when there is one; a found file that does not parse is
  * skipped with a warning, a named one is an error. */
-static int load_kb_results(struct run *r, struct ca_diag *d)
+static int load_kb_results(struct run *r, const char *named, struct ca_diag *d)
 {
 	char found[PATH_MAX];
-	const char *path = r->o->kb_results;
+	const char *path = named;
 	int rc;
 	if (!path) {
 		if (ca_path_join(found, sizeof found, r->o->candidates_dir, "eval_results.json") ||
@@ -288,7 +320,7 @@ static int load_kb_results(struct run *r, struct ca_diag *d)
 		path = found;
 	}
 	rc = kb_results_load(path, &r->kb_results, d);
-	if (rc && !r->o->kb_results) {
+	if (rc && !named) {
 		ca_log_warn("ignoring %s: %s", path, d->msg);
 		memset(d, 0, sizeof *d);
 		return 0;
@@ -304,7 +336,7 @@ static int bench_prepare(struct run *r, struct results_db *db, struct bench_summ
 			 char *jsonl_path, size_t jsonl_size, struct ca_diag *d)
 {
 	const struct bench_opts *o = r->o;
-	char db_path[PATH_MAX];
+	char db_path[PATH_MAX], kb_path[PATH_MAX], kb_log[PATH_MAX];
 	int rc;
 
 	if (!ca_is_dir(o->tasks_dir))
@@ -321,19 +353,39 @@ static int bench_prepare(struct run *r, struct results_db *db, struct bench_summ
 				       strerror(errno));
 		r->self_exe[n] = '\0';
 	}
-	if ((rc = load_kb_results(r, d)) || (rc = bench_scan(r, o->tasks_dir, "", 0, d)))
+	if ((rc = bench_scan(r, o->tasks_dir, "", 0, d)))
 		return rc;
 	if (r->n == 0)
 		return ca_fail(d, CA_ERR_NOTFOUND,
 			       "no task under %s (a task is a directory holding model.py)",
 			       o->tasks_dir);
+	if ((rc = find_candidates(r, d)))
+		return rc;
+	if (r->n == 0)
+		return ca_fail(d, CA_ERR_NOTFOUND, "no task under %s has a candidate under %s",
+			       o->tasks_dir, o->candidates_dir);
 	s->tasks = r->n;
 	bench_settings_fingerprint(o, r->settings_fp);
 	if ((rc = ca_mkdirs(o->out_dir, 0755, d)))
 		return rc;
 	if (ca_path_join(db_path, sizeof db_path, o->out_dir, "bench.sqlite") ||
-	    ca_path_join(jsonl_path, jsonl_size, o->out_dir, "results.jsonl"))
+	    ca_path_join(jsonl_path, jsonl_size, o->out_dir, "results.jsonl") ||
+	    ca_path_join(kb_path, sizeof kb_path, o->out_dir, "kernelbench_eval.json") ||
+	    ca_path_join(kb_log, sizeof kb_log, o->out_dir, "kernelbench_eval.log"))
 		return ca_fail(d, CA_ERR_LIMIT, "--out path too long");
+	if (o->kb_harness) {
+		struct kb_harness_opts ko = {.python = o->python, .kernelbench = o->kb_harness,
+					     .tasks_dir = o->tasks_dir,
+					     .candidates_dir = o->candidates_dir,
+					     .out_path = kb_path, .log_path = kb_log,
+					     .device = o->device, .sample = o->sample,
+					     .timeout_s = o->kb_timeout_s, .fresh = o->fresh,
+					     .quiet = o->quiet, .stop = &interrupted};
+		if ((rc = kb_harness_run(&ko, d)))
+			return rc;
+	}
+	if ((rc = load_kb_results(r, o->kb_harness ? kb_path : o->kb_results, d)))
+		return rc;
 	if ((rc = results_db_open(db, db_path, d)))
 		return rc;
 	return prepare_items(r, db, s, d);
@@ -463,25 +515,25 @@ int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_dia
 	if (jobs > BENCH_MAX_JOBS)
 		jobs = BENCH_MAX_JOBS;
 
-	if ((rc = bench_prepare(&r, &db, s, jsonl_path, sizeof jsonl_path, d)))
-		goto out;
-	jsonl = fopen(jsonl_path, "a");
-	if (!jsonl) {
-		rc = ca_fail(d, CA_ERR_IO, "cannot write %s: %s", jsonl_path, strerror(errno));
-		goto out;
-	}
-	if (!o->quiet)
-		fprintf(stderr,
-			"bench: %zu tasks under %s, %zu already done (resumed), %d compile job%s; "
-			"results in %s\n",
-			r.n, o->tasks_dir, s->resumed, jobs, jobs == 1 ? "" : "s", o->out_dir);
-
+	/* From here: KernelBench's harness (in bench_prepare) stops on them too. */
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
 	interrupted = 0;
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
+	if ((rc = bench_prepare(&r, &db, s, jsonl_path, sizeof jsonl_path, d)))
+		goto restore;
+	jsonl = fopen(jsonl_path, "a");
+	if (!jsonl) {
+		rc = ca_fail(d, CA_ERR_IO, "cannot write %s: %s", jsonl_path, strerror(errno));
+		goto restore;
+	}
+	if (!o->quiet)
+		fprintf(stderr,
+			"bench: %zu tasks under %s, %zu already done (resumed), %d compile job%s; "
+			"results in %s\n",
+			r.n, o->tasks_dir, s->resumed, jobs, jobs == 1 ? "" : "s", o->out_dir);
 
 	if (ca_pool_start(&pool, r.n, jobs, compile_item, &r) == 0)
 		rc = ca_fail(d, CA_ERR_NOMEM, "cannot start a compile thread");
@@ -503,6 +555,10 @@ int bench_run(const struct bench_opts *o, struct bench_summary *s, struct ca_dia
 				     "again to resume",
 				     s->evaluated + s->resumed, r.n);
 	}
+	goto out;
+restore:
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
 out:
 	if (jsonl)
 		fclose(jsonl);

@@ -6,10 +6,13 @@
  * model_new.py) or candidates_dir/<key>.py (KernelBench), any mix of formats (eval/torch_candidate.h),
  * or, for a KernelBench key, the file KernelBench's generation scripts write
  * (candidates_dir/level_<L>_problem_<P>_sample_<S>_kernel.py: bench/kb_runs.h); a task without one
- * is recorded as candidate.missing, so it counts against the pass rate as it should. Where
+ * is recorded as candidate.missing, so it counts against the pass rate as it should (with
+ * skip_missing it is left out of the run: a corpus that covers part of a task tree). Where
  * KernelBench's own eval_results.json is given (or found in candidates_dir), each result carries
- * its verdict as "kernelbench_eval" and the report shows it beside ours. KernelBench files are
- * judged under the kernelbench rules unless --rules says otherwise.
+ * its verdict as "kernelbench_eval" and the report shows it beside ours. With kb_harness, bench
+ * first runs KernelBench's own harness from that checkout over the candidates, on the same GPU
+ * (bench/kb_harness.h), and shows its verdicts. KernelBench files are judged under the kernelbench
+ * rules unless --rules says otherwise.
  *
  * Work: up to `jobs` compile processes (`cuda-agent compile`, the same build cache) run ahead
  * on the CPUs while the evaluations (GPU work) run one at a time in this process, with one warm
@@ -54,6 +57,11 @@ struct bench_opts {
 	int sample;             /* KernelBench runs: the sample_id whose kernel is taken (0) */
 	const char *kb_results; /* KernelBench's eval_results.json to show beside ours (NULL:
 				   candidates_dir/eval_results.json when it exists) */
+	const char *kb_harness; /* a KernelBench checkout: its own harness judges the candidates
+				   first, into out_dir/kernelbench_eval.json, shown beside ours
+				   (bench/kb_harness.h); excludes kb_results */
+	double kb_timeout_s;    /* that harness's limit per candidate (<= 0: its 180 s) */
+	bool skip_missing;      /* tasks without a candidate are left out, not candidate.missing */
 };
 
 struct bench_summary {

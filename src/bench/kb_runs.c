@@ -2,6 +2,7 @@
 #include "bench/kb_runs.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,15 +61,73 @@ static json_t *bool_or_null(const json_t *v)
 	return json_is_boolean(v) ? json_boolean(json_is_true(v)) : json_null();
 }
 
+/* A one-line copy of a string field (whitespace runs become one space), at most KB_REASON_MAX
+ * bytes cut at a character boundary; NULL when v is no non-empty string. */
+static json_t *one_line(const json_t *v)
+{
+	char out[KB_REASON_MAX + 1];
+	const char *s = json_string_value(v);
+	size_t n = 0;
+	bool space = false;
+	if (!s)
+		return NULL;
+	for (; *s && n < KB_REASON_MAX; s++) {
+		if (isspace((unsigned char)*s)) {
+			space = n > 0;
+			continue;
+		}
+		if (space && n + 1 < KB_REASON_MAX)
+			out[n++] = ' ';
+		space = false;
+		out[n++] = *s;
+	}
+	while (n > 0 && ((unsigned char)out[n - 1] & 0xC0) == 0x80 && *s)
+		n--; /* a cut multi-byte character */
+	if (n > 0 && *s && ((unsigned char)out[n - 1] & 0xC0) == 0xC0)
+		n--;
+	out[n] = '\0';
+	return n ? json_stringn(out, n) : NULL;
+}
+
+/* Why KernelBench refused (or flagged) it: the record's "reason" (cuda-agent's harness writes
+ * one), else the first of the metadata fields KernelBench's eval and scripts fill. */
+static json_t *reason_of(const json_t *rec)
+{
+	static const char *const keys[] = {"error", "correctness_issue", "compilation_error_name",
+					   "compilation_error", "runtime_error_name",
+					   "runtime_error", "cuda_error_name", "cuda_error",
+					   "other_error_name", "other_error"};
+	const json_t *md = json_object_get(rec, "metadata");
+	json_t *r = one_line(json_object_get(rec, "reason"));
+	if (r || json_is_string(json_object_get(rec, "reason")))
+		return r;
+	for (size_t i = 0; json_is_object(md) && i < sizeof keys / sizeof keys[0]; i++)
+		if ((r = one_line(json_object_get(md, keys[i]))))
+			return r;
+	return NULL;
+}
+
 static json_t *verdict_of(const json_t *rec, int sample)
 {
-	const json_t *rt = json_object_get(rec, "runtime");
+	const json_t *rt = json_object_get(rec, "runtime"), *ref = json_object_get(rec, "ref_runtime");
+	const json_t *md = json_object_get(rec, "metadata");
+	json_t *v, *reason;
 	if (!json_is_object(rec))
 		return NULL;
-	return json_pack("{s:i, s:o, s:o, s:o}", "sample_id", sample, "compiled",
-			 bool_or_null(json_object_get(rec, "compiled")), "correctness",
-			 bool_or_null(json_object_get(rec, "correctness")), "runtime",
-			 json_is_number(rt) ? json_real(json_number_value(rt)) : json_null());
+	v = json_pack("{s:i, s:o, s:o, s:o}", "sample_id", sample, "compiled",
+		      bool_or_null(json_object_get(rec, "compiled")), "correctness",
+		      bool_or_null(json_object_get(rec, "correctness")), "runtime",
+		      json_is_number(rt) ? json_real(json_number_value(rt)) : json_null());
+	if (!v)
+		return NULL;
+	/* Only what the record has: a plain eval_results.json gives the four fields above. */
+	if ((reason = reason_of(rec)))
+		json_object_set_new(v, "reason", reason);
+	if (json_is_number(ref) && json_number_value(ref) > 0)
+		json_object_set_new(v, "ref_runtime", json_real(json_number_value(ref)));
+	if (json_is_object(md) && json_is_true(json_object_get(md, "excessive_speedup")))
+		json_object_set_new(v, "excessive_speedup", json_true());
+	return v;
 }
 
 /* Whether rec (an object) names sample: its "sample_id" when it has one, else sample 0. */

@@ -33,9 +33,16 @@ int kb_key_parse(const char *key, int *level, int *problem);
 int kb_run_candidate(const char *candidates_dir, const char *key, int sample, char *out,
 		     size_t size);
 
+#define KB_REASON_MAX 200 /* bytes of a verdict's reason */
+
 /* KernelBench's verdict on the key's problem and sample from a parsed eval_results.json: a new
  * object {"sample_id", "compiled", "correctness", "runtime"} (fields it lacks are null; runtime in
- * ms as KernelBench reports it, -1 for none), or NULL when the file has none. */
+ * ms as KernelBench reports it, -1 for none), with, only where the record has them: "reason"
+ * (one line, at most KB_REASON_MAX bytes: the record's own reason, as cuda-agent's harness writes
+ * it, else the first of metadata's error, correctness_issue, compilation_error(_name),
+ * runtime_error(_name), cuda_error(_name), other_error(_name)), "ref_runtime" (KernelBench's
+ * timing of the reference, ms) and "excessive_speedup": true (KernelBench flagged the speed-up).
+ * NULL when the file has none. */
 json_t *kb_results_lookup(const json_t *results, const char *key, int sample);
 
 /* Reads and parses path (at most KB_RESULTS_MAX_BYTES) into *out (a new reference to an object). */

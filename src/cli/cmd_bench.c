@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/kb_harness.h"
 #include "bench/kb_runs.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -29,6 +30,15 @@ static const char bench_usage[] =
 	"  --kernelbench-results FILE\n"
 	"                         KernelBench's eval_results.json, shown beside our verdicts\n"
 	"                         (default: CANDIDATES/eval_results.json when it exists)\n"
+	"  --kernelbench-harness KB\n"
+	"                         first run KernelBench's own eval (eval_kernel_against_ref of the\n"
+	"                         checkout KB) over the candidates on the same GPU, into\n"
+	"                         OUT/kernelbench_eval.json, and show its verdicts beside ours\n"
+	"  --kernelbench-timeout S\n"
+	"                         its limit per candidate, build included (default 180, as\n"
+	"                         KernelBench's eval_from_generations.py)\n"
+	"  --skip-missing         leave out tasks that have no candidate (default: each counts as\n"
+	"                         candidate.missing)\n"
 	"\n"
 	"KernelBench files (CANDIDATES/<key>.py, or the runs/ layout of KernelBench's scripts)\n"
 	"are judged under --rules kernelbench unless --rules is given; others under cuda-agent.\n"
@@ -62,6 +72,8 @@ static int take_bench_options(int *argc, char **argv, struct bench_opts *b)
 		}
 		if (strcmp(argv[i], "--fresh") == 0) {
 			b->fresh = true;
+		} else if (strcmp(argv[i], "--skip-missing") == 0) {
+			b->skip_missing = true;
 		} else if ((v = cli_option_value(*argc, argv, &i, "--out", &missing))) {
 			b->out_dir = v;
 		} else if ((v = cli_option_value(*argc, argv, &i, "--title", &missing))) {
@@ -69,6 +81,20 @@ static int take_bench_options(int *argc, char **argv, struct bench_opts *b)
 		} else if ((v = cli_option_value(*argc, argv, &i, "--kernelbench-results",
 						  &missing))) {
 			b->kb_results = v;
+		} else if ((v = cli_option_value(*argc, argv, &i, "--kernelbench-harness",
+						  &missing))) {
+			b->kb_harness = v;
+		} else if ((v = cli_option_value(*argc, argv, &i, "--kernelbench-timeout",
+						  &missing))) {
+			char *end = NULL;
+			b->kb_timeout_s = strtod(v, &end);
+			if (end == v || *end || !(b->kb_timeout_s > 0) ||
+			    b->kb_timeout_s > KB_HARNESS_MAX_TIMEOUT_S) {
+				fprintf(stderr, "cuda-agent: --kernelbench-timeout takes seconds, more "
+						"than 0 and at most %.0f\n",
+					KB_HARNESS_MAX_TIMEOUT_S);
+				return EXIT_USAGE;
+			}
 		} else if ((v = cli_option_value(*argc, argv, &i, "--sample", &missing))) {
 			if (whole_number("--sample", v, 0, KB_MAX_SAMPLE, &b->sample))
 				return EXIT_USAGE;
@@ -105,6 +131,15 @@ int cmd_bench(int argc, char **argv)
 		return rc;
 	if ((rc = cli_parse_options(&c, argc, argv, bench_usage)))
 		return rc;
+	if (b.kb_harness && b.kb_results) {
+		fprintf(stderr, "cuda-agent: --kernelbench-harness writes the verdicts that "
+				"--kernelbench-results would name: give one of them\n");
+		return EXIT_USAGE;
+	}
+	if (b.kb_timeout_s > 0 && !b.kb_harness) {
+		fprintf(stderr, "cuda-agent: --kernelbench-timeout goes with --kernelbench-harness\n");
+		return EXIT_USAGE;
+	}
 	if (argc - optind != 2) {
 		fprintf(stderr, "usage: cuda-agent bench [options] TASKS CANDIDATES\n"
 				"(a task tree and a candidate tree; --help for more)\n");
@@ -131,7 +166,9 @@ int cmd_bench(int argc, char **argv)
 	}
 	if (rc) {
 		fprintf(stderr, "cuda-agent: bench: %s\n", d.msg);
-		return rc == CA_ERR_NOTFOUND || rc == CA_ERR_INVALID ? EXIT_USAGE : EXIT_INTERNAL;
+		return rc == CA_ERR_NOTFOUND || rc == CA_ERR_INVALID ? EXIT_USAGE
+		       : rc == CA_ERR_UNSUPPORTED ? EXIT_ENV
+						  : EXIT_INTERNAL;
 	}
 	if (!b.quiet)
 		fprintf(stderr,

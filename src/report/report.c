@@ -175,6 +175,8 @@ int report_add(struct report *r, const json_t *result, struct ca_diag *d)
 	    strcmp(json_string_value(json_object_get(result, "mode")), "eval") == 0) {
 		t.s_eager = speedup(timing, "eager", "speedup_eager");
 		t.s_compile = speedup(timing, "compile", "speedup_compile");
+		t.our_ms = positive(json_object_get(json_object_get(timing, "candidate"),
+						    "median_ms"));
 	}
 	reason = json_object_get(json_object_get(result, "reason"), "code");
 	ca_printable(t.reason, json_is_string(reason) ? json_string_value(reason) : "",
@@ -196,10 +198,18 @@ int report_add(struct report *r, const json_t *result, struct ca_diag *d)
 			     sizeof t.rules);
 		if (json_is_object(kb)) {
 			const json_t *rt = json_object_get(kb, "runtime");
+			const json_t *why = json_object_get(kb, "reason");
+			double ref = positive(json_object_get(kb, "ref_runtime"));
 			t.kb = true;
 			t.kb_compiled = tristate(json_object_get(kb, "compiled"));
 			t.kb_correct = tristate(json_object_get(kb, "correctness"));
-			t.kb_runtime_ms = json_is_number(rt) ? json_number_value(rt) : -1.0;
+			t.kb_runtime_ms = json_is_number(rt) && isfinite(json_number_value(rt))
+						  ? json_number_value(rt)
+						  : -1.0;
+			t.kb_ref_ms = ref > 0 ? ref : -1.0;
+			t.kb_flagged = json_is_true(json_object_get(kb, "excessive_speedup"));
+			ca_printable(t.kb_reason, json_is_string(why) ? json_string_value(why) : "",
+				     sizeof t.kb_reason);
 		}
 	}
 
@@ -355,6 +365,78 @@ int report_task_order(const struct report *r, size_t **order)
 	return 0;
 }
 
+void report_kb_counts(const struct report *r, struct report_kb_counts *c)
+{
+	memset(c, 0, sizeof *c);
+	for (size_t i = 0; i < r->count; i++) {
+		const struct report_task *t = &r->tasks[i];
+		if (!t->kb)
+			continue;
+		c->tasks++;
+		if (t->kb_correct < 0)
+			c->no_verdict++;
+		else if (t->passed && t->kb_correct)
+			c->both_correct++;
+		else if (t->passed)
+			c->kb_refuses++;
+		else if (t->kb_correct)
+			c->we_refuse++;
+		else
+			c->both_incorrect++;
+	}
+}
+
+static void time_add(struct report_kb_timing *row, const struct report_task *t, double ratio)
+{
+	double kb = report_kb_speedup(t);
+	row->sumlog += log(ratio);
+	row->min = row->tasks == 0 || ratio < row->min ? ratio : row->min;
+	row->max = row->tasks == 0 || ratio > row->max ? ratio : row->max;
+	row->tasks++;
+	if (t->s_eager > 0 && kb > 0 && isfinite(kb)) {
+		row->speedups++;
+		row->sumlog_ours += log(t->s_eager);
+		row->sumlog_kb += log(kb);
+	}
+}
+
+int report_kb_timing_rows(const struct report *r, struct report_kb_timing **rows_out,
+			  size_t *count)
+{
+	struct report_stats *levels = NULL;
+	struct report_kb_timing *rows;
+	size_t nlevels = 0, n = 0;
+	*rows_out = NULL;
+	*count = 0;
+	if (report_stats_rows(r, &levels, &nlevels) != 0)
+		return CA_ERR_NOMEM;
+	rows = calloc(nlevels, sizeof *rows);
+	if (!rows) {
+		free(levels);
+		return CA_ERR_NOMEM;
+	}
+	/* levels: every level in order, then "all" (report_stats_rows) */
+	for (size_t l = 0; l < nlevels; l++) {
+		struct report_kb_timing row = {.level = levels[l].level};
+		for (size_t i = 0; i < r->count; i++) {
+			double q = report_kb_time_ratio(&r->tasks[i]);
+			if (q > 0 && isfinite(q) &&
+			    (row.level == REPORT_LEVEL_ALL || r->tasks[i].level == row.level))
+				time_add(&row, &r->tasks[i], q);
+		}
+		if (row.tasks)
+			rows[n++] = row;
+	}
+	free(levels);
+	if (n == 0) {
+		free(rows);
+		return 0;
+	}
+	*rows_out = rows;
+	*count = n;
+	return 0;
+}
+
 /* ---- the terminal table --------------------------------------------------------------------- */
 
 static void pct(char *buf, size_t size, size_t k, size_t n)
@@ -404,6 +486,85 @@ const char *report_kb_verdict(const struct report_task *t)
 	return t->kb_correct == 1 ? "correct" : t->kb_correct == 0 ? "incorrect" : "no verdict";
 }
 
+/* KernelBench's side of a task's row: its verdict, runtime and our time over its, or its
+ * reason. */
+static void kb_cell(const struct report_task *t, char *buf, size_t size)
+{
+	double q = report_kb_time_ratio(t);
+	if (t->kb_correct == 1 && t->kb_runtime_ms >= 0 && q > 0)
+		snprintf(buf, size, "correct, %.4g ms (ours %.4g ms, %.3gx)%s", t->kb_runtime_ms,
+			 t->our_ms, q, t->kb_flagged ? ", speed-up flagged" : "");
+	else if (t->kb_correct == 1 && t->kb_runtime_ms >= 0)
+		snprintf(buf, size, "correct, %.4g ms%s", t->kb_runtime_ms,
+			 t->kb_flagged ? ", speed-up flagged" : "");
+	else if (t->kb_reason[0] && t->kb_correct != 1)
+		snprintf(buf, size, "%s: %s", report_kb_verdict(t), t->kb_reason);
+	else
+		snprintf(buf, size, "%s%s", report_kb_verdict(t),
+			 t->kb_flagged ? ", speed-up flagged" : "");
+}
+
+/* The tasks of one cell of the agreement table with both reasons, in task order. */
+static void print_kb_list(const struct report *r, const size_t *order, bool passed, FILE *f)
+{
+	for (size_t k = 0; k < r->count; k++) {
+		const struct report_task *t = &r->tasks[order[k]];
+		if (!t->kb || t->kb_correct < 0 || t->passed != passed ||
+		    t->passed == (t->kb_correct == 1))
+			continue;
+		if (passed)
+			fprintf(f, "    %s: %s\n", t->id,
+				t->kb_reason[0] ? t->kb_reason : report_kb_verdict(t));
+		else
+			fprintf(f, "    %s: %s (%s)\n", t->id, t->reason[0] ? t->reason : "not correct",
+				t->rules[0] ? t->rules : "?");
+	}
+}
+
+/* The agreement table, its disagreements, and the timing ratio per level. */
+static void print_kb_agreement(const struct report *r, const size_t *order, FILE *f)
+{
+	struct report_kb_counts c;
+	struct report_kb_timing *rows = NULL;
+	size_t n = 0;
+	report_kb_counts(r, &c);
+	fprintf(f, "\n  agreement with KernelBench's eval:  %19s  %19s\n", "KernelBench correct",
+		"KernelBench refuses");
+	fprintf(f, "    %-32s  %19zu  %19zu\n", "ours correct", c.both_correct, c.kb_refuses);
+	fprintf(f, "    %-32s  %19zu  %19zu\n", "ours refuses", c.we_refuse, c.both_incorrect);
+	if (c.no_verdict)
+		fprintf(f, "    (%zu task%s without KernelBench's verdict)\n", c.no_verdict,
+			c.no_verdict == 1 ? "" : "s");
+	if (c.we_refuse) {
+		fprintf(f, "  we refuse, KernelBench accepts (%zu), with our reason:\n", c.we_refuse);
+		print_kb_list(r, order, false, f);
+	}
+	if (c.kb_refuses) {
+		fprintf(f, "  KernelBench refuses, we accept (%zu), with its reason:\n", c.kb_refuses);
+		print_kb_list(r, order, true, f);
+	}
+	if (report_kb_timing_rows(r, &rows, &n) != 0 || n == 0) {
+		free(rows);
+		return;
+	}
+	fprintf(f, "  timing, our median ms over KernelBench's runtime (tasks both call correct; "
+		   "docs/report.md, \"Comparing with KernelBench\"):\n");
+	fprintf(f, "    %-6s  %5s  %9s  %9s  %9s   %s\n", "level", "tasks", "geomean", "min", "max",
+		"speed-up vs eager, geomean: ours / KernelBench's (n)");
+	for (size_t i = 0; i < n; i++) {
+		char label[32], sp[96] = "-";
+		const struct report_kb_timing *w = &rows[i];
+		report_level_label(w->level, label, sizeof label);
+		if (w->speedups)
+			snprintf(sp, sizeof sp, "%.3fx / %.3fx (%zu)",
+				 exp(w->sumlog_ours / (double)w->speedups),
+				 exp(w->sumlog_kb / (double)w->speedups), w->speedups);
+		fprintf(f, "    %-6s  %5zu  %8.3fx  %8.3fx  %8.3fx   %s\n", label, w->tasks,
+			report_kb_timing_geomean(w), w->min, w->max, sp);
+	}
+	free(rows);
+}
+
 /* Our verdict beside KernelBench's own eval, where the results carry it (bench/kb_runs.h). */
 static void print_kernelbench(const struct report *r, FILE *f)
 {
@@ -424,7 +585,7 @@ static void print_kernelbench(const struct report *r, FILE *f)
 	fprintf(f, "  %-40s  %-34s  %s\n", "task", "ours (rules)", "KernelBench");
 	for (size_t k = 0; k < r->count; k++) {
 		const struct report_task *t = &r->tasks[order[k]];
-		char ours[REPORT_REASON_MAX + 64], theirs[64];
+		char ours[REPORT_REASON_MAX + 64], theirs[REPORT_KB_REASON_MAX + 96];
 		const char *rules = t->rules[0] ? t->rules : "?";
 		if (!t->kb)
 			continue;
@@ -432,13 +593,11 @@ static void print_kernelbench(const struct report *r, FILE *f)
 			snprintf(ours, sizeof ours, "correct, %.2fx eager (%s)", t->s_eager, rules);
 		else
 			snprintf(ours, sizeof ours, "%s (%s)", t->passed ? "correct" : t->reason, rules);
-		if (t->kb_runtime_ms >= 0 && t->kb_correct == 1)
-			snprintf(theirs, sizeof theirs, "%s, %.4g ms", report_kb_verdict(t), t->kb_runtime_ms);
-		else
-			snprintf(theirs, sizeof theirs, "%s", report_kb_verdict(t));
+		kb_cell(t, theirs, sizeof theirs);
 		fprintf(f, "  %-40s  %-34s  %s%s\n", t->id, ours, theirs,
 			report_kb_differ(t) ? "  <- differ" : "");
 	}
+	print_kb_agreement(r, order, f);
 	free(order);
 }
 
@@ -501,9 +660,15 @@ static json_t *tristate_json(int v)
 	return v < 0 ? json_null() : json_boolean(v == 1);
 }
 
-/* [{"id", "ours": {"correct", "reason", "rules", "speedup_eager"}, "kernelbench": {"compiled",
- * "correctness", "runtime_ms"}, "differ"}] for the tasks whose results carry KernelBench's
- * verdict, in task order. */
+static json_t *real_or_null(double v, bool have)
+{
+	return have ? json_real(v) : json_null();
+}
+
+/* [{"id", "ours": {"correct", "reason", "rules", "speedup_eager", "median_ms"}, "kernelbench":
+ * {"compiled", "correctness", "runtime_ms", "ref_runtime_ms", "reason", "excessive_speedup"},
+ * "differ", "time_ratio"}] for the tasks whose results carry KernelBench's verdict, in task
+ * order. */
 static json_t *kernelbench_json(const struct report *r)
 {
 	json_t *out = json_array();
@@ -512,20 +677,66 @@ static json_t *kernelbench_json(const struct report *r)
 		return out;
 	for (size_t k = 0; k < r->count; k++) {
 		const struct report_task *t = &r->tasks[order[k]];
+		double q = report_kb_time_ratio(t);
 		if (!t->kb)
 			continue;
 		json_array_append_new(
-			out, json_pack("{s:s, s:{s:b, s:s, s:s, s:o}, s:{s:o, s:o, s:o}, s:b}", "id",
-				       t->id, "ours", "correct", t->passed, "reason", t->reason,
-				       "rules", t->rules, "speedup_eager",
-				       t->s_eager > 0 ? json_real(t->s_eager) : json_null(),
-				       "kernelbench", "compiled", tristate_json(t->kb_compiled),
-				       "correctness", tristate_json(t->kb_correct), "runtime_ms",
-				       t->kb_runtime_ms >= 0 ? json_real(t->kb_runtime_ms)
-							     : json_null(),
-				       "differ", report_kb_differ(t)));
+			out,
+			json_pack("{s:s, s:{s:b, s:s, s:s, s:o, s:o}, s:{s:o, s:o, s:o, s:o, s:o, s:b}, "
+				  "s:b, s:o}",
+				  "id", t->id, "ours", "correct", t->passed, "reason", t->reason,
+				  "rules", t->rules, "speedup_eager",
+				  real_or_null(t->s_eager, t->s_eager > 0), "median_ms",
+				  real_or_null(t->our_ms, t->our_ms > 0), "kernelbench", "compiled",
+				  tristate_json(t->kb_compiled), "correctness",
+				  tristate_json(t->kb_correct), "runtime_ms",
+				  real_or_null(t->kb_runtime_ms, t->kb_runtime_ms >= 0),
+				  "ref_runtime_ms", real_or_null(t->kb_ref_ms, t->kb_ref_ms > 0),
+				  "reason", t->kb_reason[0] ? json_string(t->kb_reason) : json_null(),
+				  "excessive_speedup", t->kb_flagged, "differ", report_kb_differ(t),
+				  "time_ratio", real_or_null(q, q > 0)));
+		json_object_set_new(json_object_get(json_array_get(out, json_array_size(out) - 1),
+						    "kernelbench"),
+				    "speedup", real_or_null(report_kb_speedup(t),
+							    report_kb_speedup(t) > 0));
 	}
 	free(order);
+	return out;
+}
+
+/* {"tasks", "both_correct", "both_incorrect", "we_refuse_kb_accepts", "kb_refuses_we_accept",
+ * "no_verdict", "timing": [{"level", "tasks", "geomean_ratio", "min_ratio", "max_ratio"}]} */
+static json_t *kernelbench_agreement_json(const struct report *r)
+{
+	struct report_kb_counts c;
+	struct report_kb_timing *rows = NULL;
+	size_t n = 0;
+	json_t *timing = json_array(), *out;
+	report_kb_counts(r, &c);
+	if (timing && report_kb_timing_rows(r, &rows, &n) == 0)
+		for (size_t i = 0; i < n; i++) {
+			json_t *level = rows[i].level >= 0 ? json_integer(rows[i].level)
+				      : json_string(rows[i].level == REPORT_LEVEL_OTHER ? "other"
+											 : "all");
+			const struct report_kb_timing *w = &rows[i];
+			double ours = w->speedups ? exp(w->sumlog_ours / (double)w->speedups) : 0;
+			double kb = w->speedups ? exp(w->sumlog_kb / (double)w->speedups) : 0;
+			json_array_append_new(
+				timing,
+				json_pack("{s:o, s:I, s:f, s:f, s:f, s:I, s:o, s:o}", "level", level,
+					  "tasks", (json_int_t)w->tasks, "geomean_ratio",
+					  report_kb_timing_geomean(w), "min_ratio", w->min,
+					  "max_ratio", w->max, "speedups", (json_int_t)w->speedups,
+					  "geomean_speedup_ours", real_or_null(ours, ours > 0),
+					  "geomean_speedup_kb", real_or_null(kb, kb > 0)));
+		}
+	free(rows);
+	out = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "tasks", (json_int_t)c.tasks,
+			"both_correct", (json_int_t)c.both_correct, "both_incorrect",
+			(json_int_t)c.both_incorrect, "we_refuse_kb_accepts",
+			(json_int_t)c.we_refuse, "kb_refuses_we_accept", (json_int_t)c.kb_refuses,
+			"no_verdict", (json_int_t)c.no_verdict, "timing",
+			timing ? timing : json_array());
 	return out;
 }
 
@@ -595,6 +806,7 @@ json_t *report_json(const struct report *r)
 		}
 		json_object_set_new(out, "degenerate", deg);
 		json_object_set_new(out, "kernelbench", kernelbench_json(r));
+		json_object_set_new(out, "kernelbench_agreement", kernelbench_agreement_json(r));
 	}
 	return out;
 }

@@ -488,6 +488,14 @@ static void task_table(struct ca_buf *b, const struct report *r)
 				  t->kb ? report_kb_verdict(t) : "-");
 			if (t->kb && t->kb_correct == 1 && t->kb_runtime_ms >= 0)
 				ca_buf_printf(b, ", %.4g ms", t->kb_runtime_ms);
+			if (t->kb && report_kb_time_ratio(t) > 0)
+				ca_buf_printf(b, ", ours/its time %.3gx", report_kb_time_ratio(t));
+			if (t->kb && t->kb_flagged)
+				ca_buf_puts(b, ", speed-up flagged");
+			if (t->kb && t->kb_correct != 1 && t->kb_reason[0]) {
+				ca_buf_puts(b, ": ");
+				sb_esc(b, t->kb_reason, sizeof t->kb_reason);
+			}
 			ca_buf_puts(b, report_kb_differ(t) ? " (differs)</td>" : "</td>");
 		}
 		ca_buf_puts(b, "</tr>\n");

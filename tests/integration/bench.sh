@@ -3,7 +3,8 @@
 # candidates (one good, one that does not compile, one task without a candidate), real nvcc,
 # the real bridge on CPU torch. Checks the stored results (JSONL and SQLite), the report, resume
 # (final results are kept, env.no_gpu ones are evaluated again), --fresh, a changed candidate,
-# an interrupted run (SIGINT) that resumes, and usage errors.
+# an interrupted run (SIGINT) that resumes, usage errors, KernelBench's eval_results.json beside
+# ours, and KernelBench's own harness run first (--kernelbench-harness, a stand-in checkout).
 # Prints "N passed, N failed" last; exits nonzero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -110,5 +111,33 @@ run "report --json over the same results" 0 "$cli" report --json "$out3/results.
 field "report JSON: kernelbench rows with differ" 'len(r["kernelbench"]) == 2 and r["kernelbench"][1]["differ"] is True and r["kernelbench"][0]["ours"]["rules"] == "kernelbench"'
 run "bench: bad --sample" 2 "$cli" bench --sample -1 "$kbt" "$runs"
 run "bench: a named results file that is not JSON" 2 "$cli" bench --device cpu --kernelbench-results "$runs/level_1_problem_7_sample_1_kernel.py" --out "$tmp/out4" "$kbt" "$runs"
+
+# KernelBench's own harness beside ours (--kernelbench-harness), with the stand-in checkout
+# python/tests/fixtures/fake_kernelbench (its eval answers as each candidate's "# FAKE:" line asks),
+# and --skip-missing for a task without a candidate: one task both call correct (timed by both),
+# one we refuse and it accepts, one it refuses and we accept.
+fake=python/tests/fixtures/fake_kernelbench kbc="$tmp/kb-cands" out5="$tmp/out5"
+mkdir -p "$kbc/level1"
+cp -r tests/data/protocol_cpu/task "$kbt/level1/9_Exp"
+cp -r tests/data/protocol_cpu/task "$kbt/level1/5_Neg"
+{ cat tests/data/protocol_cpu/kb_rules.py; echo "# FAKE: wrong"; } >"$kbc/level1/7_ReluScaleBias.py"
+cp tests/data/protocol_cpu/operator.py "$kbc/level1/8_ReluScaleBias.py"
+cp tests/data/protocol_cpu/kb_rules.py "$kbc/level1/9_Exp.py"
+run "bench: --kernelbench-harness and --kernelbench-results together" 2 "$cli" bench --kernelbench-harness "$fake" --kernelbench-results "$runs/eval_results.json" "$kbt" "$kbc"
+run "bench: --kernelbench-timeout without the harness" 2 "$cli" bench --kernelbench-timeout 60 "$kbt" "$kbc"
+run "bench: --kernelbench-timeout 0" 2 "$cli" bench --kernelbench-harness "$fake" --kernelbench-timeout 0 "$kbt" "$kbc"
+run "bench: --kernelbench-harness on a folder that is no checkout" 2 "$cli" bench --device cpu --skip-missing --kernelbench-harness "$tmp" --out "$tmp/out6" "$kbt" "$kbc"
+CUDA_AGENT_PROTOCOL_CPU=1 run "bench with KernelBench's harness first (stand-in checkout)" 0 "$cli" bench --device cpu --budget 0.3 --trials 2 --skip-missing --kernelbench-harness "$fake" --kernelbench-timeout 120 --out "$out5" "$kbt" "$kbc"
+grep -q "kernelbench \[3/3\] level1/9_Exp: correct, 1.25 ms" "$tmp/err" && ok "the harness's progress lines on stderr" || bad "the harness's progress lines on stderr" "$(head -c 800 "$tmp/err")"
+out="$out5" jsonl "--skip-missing: 3 results, each with KernelBench's verdict and reason" 'len(rs) == 3 and [r["kernelbench_eval"]["correctness"] for r in rs] == [False, True, True] and rs[0]["kernelbench_eval"]["reason"] == "Output mismatch: (0 / 5)" and rs[1]["kernelbench_eval"]["ref_runtime"] == 2.5 and [r["reason"]["code"] for r in rs] == ["ok", "build.no_sources", "ok"]'
+grep_out "the agreement table" "ours refuses                                        1                    0"
+grep_out "we refuse, KernelBench accepts, with our reason" "8_ReluScaleBias: build.no_sources (kernelbench)"
+grep_out "KernelBench refuses, we accept, with its reason" "7_ReluScaleBias: Output mismatch: (0 / 5)"
+grep_out "the timing ratio" "timing, our median ms over KernelBench's runtime"
+"$py" -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if d["_harness"]["schema"] == "cuda-agent.kernelbench-eval/1" and sorted(k for k in d if k != "_harness") == ["L1P7", "L1P8", "L1P9"] else 1)' "$out5/kernelbench_eval.json" && ok "OUT/kernelbench_eval.json in KernelBench's shape" || bad "OUT/kernelbench_eval.json in KernelBench's shape" "$(head -c 600 "$out5/kernelbench_eval.json")"
+CUDA_AGENT_PROTOCOL_CPU=1 run "the same bench again" 0 "$cli" bench --device cpu --budget 0.3 --trials 2 --skip-missing --kernelbench-harness "$fake" --kernelbench-timeout 120 --out "$out5" "$kbt" "$kbc"
+[ "$(grep -c '(kept)' "$tmp/err")" = 3 ] && ok "the harness keeps its verdicts on a run again" || bad "the harness keeps its verdicts" "$(grep kernelbench "$tmp/err")"
+run "report --json: the agreement" 0 "$cli" report --json "$out5/results.jsonl"
+field "report JSON: kernelbench_agreement" 'r["kernelbench_agreement"]["both_correct"] == 1 and r["kernelbench_agreement"]["we_refuse_kb_accepts"] == 1 and r["kernelbench_agreement"]["kb_refuses_we_accept"] == 1 and r["kernelbench_agreement"]["timing"][-1]["tasks"] == 1'
 
 finish

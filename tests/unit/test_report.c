@@ -2,7 +2,8 @@
  * expectations (levels and "other", replaced duplicates, incorrect results, a failed
  * torch.compile baseline, untimed modes, geometric means, fast_p at the p = 0, 1, 2 boundaries),
  * invalid results, JSONL reading with line numbers and the line cap, the terminal table, and the
- * HTML (escaping, chart elements, atomic write). */
+ * HTML (escaping, chart elements, atomic write), and KernelBench's verdicts beside ours: the
+ * agreement table with both sides' reasons and the timing ratio's geometric means. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -597,6 +598,129 @@ static void test_html(void **state)
 	report_free(r);
 }
 
+/* A result carrying KernelBench's verdict (kb: 1 correct, 0 incorrect, -1 null) with its runtime
+ * (ms, <= 0: none) and reason (NULL: none); ours: correct with candidate median cand_ms, or not. */
+static json_t *kb_result(const char *id, int level, bool ours, double cand_ms, int kb,
+			 double kb_ms, const char *why)
+{
+	json_t *r = result(id, level, "eval", ours ? 1 : 0, ours ? 1 : -1, ours ? cand_ms : 0,
+			   ours ? 2 * cand_ms : 0, 0);
+	json_t *v = json_pack("{s:i, s:b, s:o, s:o}", "sample_id", 0, "compiled", 1,
+			      "correctness", kb < 0 ? json_null() : json_boolean(kb), "runtime",
+			      kb_ms > 0 ? json_real(kb_ms) : json_real(-1.0));
+	if (why)
+		json_object_set_new(v, "reason", json_string(why));
+	json_object_set_new(r, "rules", json_string("kernelbench"));
+	json_object_set_new(r, "kernelbench_eval", v);
+	return r;
+}
+
+static const json_t *kb_row(const json_t *j, const char *id)
+{
+	size_t i;
+	const json_t *row_;
+	json_array_foreach(json_object_get(j, "kernelbench"), i, row_)
+		if (strcmp(json_string_value(json_object_get(row_, "id")), id) == 0)
+			return row_;
+	fail_msg("no kernelbench row %s", id);
+	return NULL;
+}
+
+/* The agreement table (both correct, both incorrect, we refuse / KernelBench accepts with our
+ * reason, KernelBench refuses / we accept with its reason, no verdict) and the timing ratio: our
+ * median over KernelBench's runtime, geometric means per level and overall, hand-computed. */
+static void test_kernelbench_agreement(void **state)
+{
+	(void)state;
+	struct report *r = fresh();
+	json_t *first = kb_result("level1/1_a", 1, true, 2.0, 1, 1.0, NULL); /* ratio 2 */
+	/* KernelBench's own speed-up 3 (its reference 3 ms over its 1 ms); ours 2 (eager 4 ms) */
+	json_object_set_new(json_object_get(first, "kernelbench_eval"), "ref_runtime",
+			    json_real(3.0));
+	add(r, first);
+	add(r, kb_result("level1/2_b", 1, true, 1.0, 1, 2.0, NULL));   /* ratio 0.5 */
+	add(r, kb_result("level1/3_c", 1, true, 3.0, 1, 1.5, NULL));   /* ratio 2 */
+	add(r, kb_result("level2/1_d", 2, true, 8.0, 1, 1.0, NULL));   /* ratio 8 */
+	add(r, kb_result("level2/2_e", 2, false, 0, 1, 4.0, NULL));    /* we refuse */
+	add(r, kb_result("level2/3_f", 2, true, 1.0, 0, 0, "Output mismatch: (0 / 5)"));
+	add(r, kb_result("level3/1_g", 3, false, 0, 0, 0, "RuntimeError: build"));
+	add(r, kb_result("level3/2_h", 3, true, 1.0, -1, 0, "lock-file error"));
+	add_timed(r, "level3/3_plain", 3, 2.0, 2.0); /* no KernelBench verdict at all */
+
+	json_t *j = report_json(r);
+	const json_t *a = json_object_get(j, "kernelbench_agreement");
+	assert_int_equal(ival(a, "tasks"), 8);
+	assert_int_equal(ival(a, "both_correct"), 4);
+	assert_int_equal(ival(a, "both_incorrect"), 1);
+	assert_int_equal(ival(a, "we_refuse_kb_accepts"), 1);
+	assert_int_equal(ival(a, "kb_refuses_we_accept"), 1);
+	assert_int_equal(ival(a, "no_verdict"), 1);
+	const json_t *timing = json_object_get(a, "timing");
+	assert_int_equal(json_array_size(timing), 3); /* levels 1 and 2, then all */
+	const json_t *l1 = json_array_get(timing, 0), *l2 = json_array_get(timing, 1);
+	const json_t *all = json_array_get(timing, 2);
+	assert_int_equal(ival(l1, "level"), 1);
+	assert_int_equal(ival(l1, "tasks"), 3);
+	assert_near(rval(l1, "geomean_ratio"), cbrt(2.0 * 0.5 * 2.0)); /* 1.260 */
+	assert_near(rval(l1, "min_ratio"), 0.5);
+	assert_near(rval(l1, "max_ratio"), 2.0);
+	assert_int_equal(ival(l2, "tasks"), 1);
+	assert_near(rval(l2, "geomean_ratio"), 8.0);
+	assert_string_equal(json_string_value(json_object_get(all, "level")), "all");
+	assert_int_equal(ival(all, "tasks"), 4);
+	assert_near(rval(all, "geomean_ratio"), pow(2.0 * 0.5 * 2.0 * 8.0, 0.25)); /* 2 */
+	assert_int_equal(ival(all, "speedups"), 1);
+	assert_near(rval(all, "geomean_speedup_ours"), 2.0);
+	assert_near(rval(all, "geomean_speedup_kb"), 3.0);
+	assert_true(json_is_null(json_object_get(l2, "geomean_speedup_kb")));
+	assert_near(rval(json_object_get(kb_row(j, "level1/1_a"), "kernelbench"), "speedup"), 3.0);
+	const json_t *f = kb_row(j, "level2/3_f");
+	assert_true(json_is_true(json_object_get(f, "differ")));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(f, "kernelbench"),
+							      "reason")),
+			    "Output mismatch: (0 / 5)");
+	assert_true(json_is_null(json_object_get(f, "time_ratio")));
+	assert_near(rval(kb_row(j, "level1/2_b"), "time_ratio"), 0.5);
+	assert_near(rval(json_object_get(kb_row(j, "level1/2_b"), "ours"), "median_ms"), 1.0);
+	json_decref(j);
+
+	char *t = printed(r);
+	assert_non_null(strstr(t, "beside KernelBench's own eval (8 tasks, 2 where the verdicts "
+				  "differ):\n"));
+	assert_non_null(strstr(t, "correct, 1 ms (ours 2 ms, 2x)"));
+	assert_non_null(strstr(t, "incorrect: Output mismatch: (0 / 5)  <- differ"));
+	assert_non_null(strstr(t, "    ours correct                                        4"
+				  "                    1\n"));
+	assert_non_null(strstr(t, "    ours refuses                                        1"
+				  "                    1\n"));
+	assert_non_null(strstr(t, "    (1 task without KernelBench's verdict)\n"));
+	assert_non_null(strstr(t, "  we refuse, KernelBench accepts (1), with our reason:\n"
+				  "    level2/2_e: verify.mismatch (kernelbench)\n"));
+	assert_non_null(strstr(t, "  KernelBench refuses, we accept (1), with its reason:\n"
+				  "    level2/3_f: Output mismatch: (0 / 5)\n"));
+	assert_non_null(strstr(t, "    1           3     1.260x     0.500x     2.000x   "
+				  "2.000x / 3.000x (1)\n"));
+	assert_non_null(strstr(t, "    2           1     8.000x     8.000x     8.000x   -\n"));
+	assert_non_null(strstr(t, "    all         4     2.000x     0.500x     8.000x   "
+				  "2.000x / 3.000x (1)\n"));
+	assert_null(strstr(t, "level3/3_plain"));
+	free(t);
+	report_free(r);
+
+	/* No KernelBench verdict anywhere: no section, an empty agreement. */
+	r = fresh();
+	add_timed(r, "level1/1_a", 1, 2.0, 2.0);
+	t = printed(r);
+	assert_null(strstr(t, "KernelBench"));
+	free(t);
+	j = report_json(r);
+	a = json_object_get(j, "kernelbench_agreement");
+	assert_int_equal(ival(a, "tasks"), 0);
+	assert_int_equal(json_array_size(json_object_get(a, "timing")), 0);
+	json_decref(j);
+	report_free(r);
+}
+
 static void test_empty(void **state)
 {
 	(void)state;
@@ -632,6 +756,7 @@ int main(void)
 		cmocka_unit_test(test_jsonl),
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_degenerate_tasks),
+		cmocka_unit_test(test_kernelbench_agreement),
 		cmocka_unit_test(test_html),
 		cmocka_unit_test(test_empty),
 	};
