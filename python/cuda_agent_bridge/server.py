@@ -10,6 +10,13 @@ code, anything unexpected ``bridge.internal`` (exception type and message). Answ
 JSON-safe (non-finite floats as strings, ``wire.json_safe``). Ops run under ``torch.no_grad()``;
 torch globals that task code may change are restored after every request.
 
+Every op that builds ``Model`` (describe, fill, check, bench_open) takes an optional
+``module_mode``, ``"eval"`` (the default: the cuda-agent rules') or ``"train"`` (the kernelbench
+rules'), and builds it in that mode (tasks.MODULE_MODES; the mode is part of the model cache's
+key and of the degeneracy survey's): the supervisor sends the mode of the rules that judge the
+candidate, and puts the candidate's ModelNew in the same one (the runner's plan). No candidate
+code runs in this process, so nothing a candidate does can switch the reference's mode.
+
 The slots (``op_slots``) hold the evaluation's data: params, R input sets, outputs. The first
 ``fill`` after ``slots`` fixes what an input set is (each argument's dtype and shape, or its
 kind of Python number) and which task the slots serve; later fills, checks and baselines must
@@ -37,6 +44,8 @@ from .capped import lines
 from .errors import BridgeError, exception_text, one_line
 from .slots import MAX_INPUTS, MAX_SLOT_BYTES, Slot, SlotError, layout, send_fds, tensor_views
 from .tasks import (
+    DEFAULT_MODULE_MODE,
+    MODULE_MODES,
     Built,
     Inputs,
     Task,
@@ -164,6 +173,14 @@ def _path(req: dict[str, Any], name: str) -> str:
     return value
 
 
+def _module_mode(req: dict[str, Any]) -> str:
+    """The request's ``module_mode`` (tasks.MODULE_MODES), the default rules' when absent."""
+    value = req.get("module_mode", DEFAULT_MODULE_MODE)
+    if value not in MODULE_MODES:
+        raise _bad(f"{req['op']}: 'module_mode' must be one of {', '.join(MODULE_MODES)}")
+    return str(value)
+
+
 def _count(req: dict[str, Any], name: str, low: int, high: int) -> int:
     value = _field(req, name)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -199,20 +216,22 @@ def op_describe(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     floating-point argument's input structure (structure.py: how the supervisor may perturb it)
     and whether the task is degenerate (degenerate.py; null when it is not).
 
-    The model is built with the optional ``model_seed`` (default: ``seed``).
+    The model is built with the optional ``model_seed`` (default: ``seed``), in the request's
+    ``module_mode`` (the determinism check and the degenerate verdict are that mode's).
     """
     task_dir = _path(req, "task_dir")
     seed = _seed(_field(req, "seed"), "describe: 'seed'")
     model_seed = _seed(req.get("model_seed", seed), "describe: 'model_seed'")
+    mode = _module_mode(req)
     with reference_numerics():
         task = ctx.store.load(task_dir)
-        built = ctx.store.build(task, model_seed)
+        built = ctx.store.build(task, model_seed, mode=mode)
         built.reset()
         inputs = ctx.store.inputs(task, seed, files=False)  # only dtypes and shapes are read
         outputs = forward(task, built.model, inputs.fresh_call())
         check_deterministic(outputs, forward(task, built.model, inputs.fresh_call()))
-        structure = ctx.store.structure(task)
-        degenerate = ctx.store.degeneracy(task)
+        structure = ctx.store.structure(task, mode)
+        degenerate = ctx.store.degeneracy(task, mode)
     names = arg_names(built.model, len(inputs.files))
     args = [_entry(i, names[i], t, inputs.scalar[i]) for i, t in enumerate(inputs.files)]
     for entry, st in zip(args, structure, strict=True):
@@ -228,6 +247,7 @@ def op_describe(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
         ],
         "precision": task.precision,
         "degenerate": None if degenerate is None else degenerate.to_json(),
+        "module_mode": mode,
     }
 
 
@@ -379,12 +399,12 @@ def _write_params(slots: Slots, built: Built) -> int:
     return sum(t.numel() * t.element_size() for t in state)
 
 
-def _make_set(ctx: Context, task: Task, s: FillSet) -> Inputs:
+def _make_set(ctx: Context, task: Task, s: FillSet, mode: str) -> Inputs:
     """get_inputs() under the set's seed, varied by the plan of that seed (tasks.varied: off
     the generator's distribution, inside the task's contract); or a near-duplicate of the set
     of ``near_seed`` as it was placed (varied by near_seed's plan), with a few elements of a
     donor draw varied by the same plan."""
-    structure = ctx.store.structure(task)
+    structure = ctx.store.structure(task, mode)
     if s.near_seed is None:
         return varied(ctx.store.inputs(task, s.seed, files=False), s.seed, structure)[0]
     # the donor's seed follows from the secret one: secret too
@@ -394,16 +414,18 @@ def _make_set(ctx: Context, task: Task, s: FillSet) -> Inputs:
 
 
 def op_fill(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
-    """Writes Model(*get_init_inputs())'s state under model_seed into the params slot (when
-    ``params``) and each set (get_inputs() under its seed, varied by its seed's plan, or a
-    near-duplicate of near_seed's set: ``_make_set``) into its input slot; answers each set's
-    Python-number arguments."""
+    """Writes Model(*get_init_inputs())'s state under model_seed (in the request's
+    ``module_mode``: a degenerate verdict, and so the perturbation, may depend on it) into the
+    params slot (when ``params``) and each set (get_inputs() under its seed, varied by its
+    seed's plan, or a near-duplicate of near_seed's set: ``_make_set``) into its input slot;
+    answers each set's Python-number arguments."""
     slots = _slots(ctx, "fill")
     task_dir = _path(req, "task_dir")
     params = _field(req, "params")
     if not isinstance(params, bool):
         raise _bad("fill: 'params' must be a boolean")
     model_seed = _seed(_field(req, "model_seed"), "fill: 'model_seed'") if params else 0
+    mode = _module_mode(req)
     sets = _fill_sets(req, len(slots.inputs))
     start = time.perf_counter()
     touched = 0
@@ -413,9 +435,9 @@ def op_fill(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
         _same_task(slots, task, "fill")
         slots.task = (task.task_dir, task.digest)
         if params:
-            touched += _write_params(slots, ctx.store.build(task, model_seed))
+            touched += _write_params(slots, ctx.store.build(task, model_seed, mode=mode))
         for s in sets:
-            made = _make_set(ctx, task, s)
+            made = _make_set(ctx, task, s, mode)
             args = _args_of(made)
             _agree(slots, args, s.seed)
             slots.filled.discard(s.input)
@@ -514,13 +536,15 @@ def op_check(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     and the given Python numbers, compared with what the outputs slot holds. The model's
     parameters are perturbed when the task needs it (TaskStore.build), unless ``perturb`` is
     false: the supervisor's check of a ModelNew that kept its seeded construction's parameters
-    (the kernelbench rules' seeded case: docs/torch-rules.md, "Parameters")."""
+    (the kernelbench rules' seeded case: docs/torch-rules.md, "Parameters"). The model runs in
+    the request's ``module_mode``, the one the candidate's ModelNew was put in."""
     slots = _slots(ctx, "check")
     task_dir = _path(req, "task_dir")
     model_seed = _seed(_field(req, "model_seed"), "check: 'model_seed'")
     perturb = req.get("perturb")
     if perturb is not None and not isinstance(perturb, bool):
         raise _bad("check: 'perturb' must be a boolean")
+    mode = _module_mode(req)
     r = _input(req, slots)
     scalars = _scalars(req, slots)
     atol, rtol = _tolerance(req, "atol"), _tolerance(req, "rtol")
@@ -528,7 +552,7 @@ def op_check(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     with reference_numerics():
         task = ctx.store.load(task_dir)
         _same_task(slots, task, "check")
-        built = ctx.store.build(task, model_seed, perturb)
+        built = ctx.store.build(task, model_seed, perturb, mode)
         built.reset()
         args = _call_args(slots, r, scalars, clone=True)
         outputs = forward(task, built.model, args)
@@ -607,7 +631,9 @@ def _compiled(ctx: Context, built: Built, first_args: list[object]) -> Callable[
 
 def op_bench_open(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     """The baseline callee for bench_call: the reference model under model_seed, eager or
-    compiled, on views of the input slots. Baselines run with torch's default settings
+    compiled, on views of the input slots, in the request's ``module_mode`` (the candidate's:
+    a BatchNorm on batch statistics costs more than one on running ones). Baselines run with
+    torch's default settings
     (cuDNN autotuning as torch defaults it) except TF32, which stays off: an fp32 candidate is
     compared with a true fp32 baseline."""
     slots = _slots(ctx, "bench_open")
@@ -616,13 +642,14 @@ def op_bench_open(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     mode = _field(req, "mode")
     if mode not in MODES:
         raise _bad("bench_open: 'mode' must be 'eager' or 'compile'")
+    module_mode = _module_mode(req)
     if 0 not in slots.filled:
         raise _bad("bench_open: inputs[0] was never filled")
     ctx.bench = None
     _wait_preload()  # no other Python thread may run while calls are timed
     task = ctx.store.load(task_dir)
     _same_task(slots, task, "bench_open")
-    built = ctx.store.build(task, model_seed)
+    built = ctx.store.build(task, model_seed, mode=module_mode)
     built.reset()
     templates = [_call_args(slots, r, [], clone=False) for r in range(len(slots.inputs))]
     result: dict[str, object] = {}
@@ -633,7 +660,7 @@ def op_bench_open(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
             first[i] = v
         fn = _compiled(ctx, built, first)
         result["compile_seconds"] = built.compile_seconds
-    result["settings"] = baseline_settings(str(mode))
+    result["settings"] = baseline_settings(str(mode), module_mode)
     ctx.bench = Bench(task, built, str(mode), fn, templates)
     # No collection inside a timed call: the collector runs now, and again at bench_close
     gc.collect()
@@ -641,11 +668,12 @@ def op_bench_open(ctx: Context, req: dict[str, Any]) -> dict[str, object]:
     return result
 
 
-def baseline_settings(mode: str) -> dict[str, object]:
+def baseline_settings(mode: str, module_mode: str = DEFAULT_MODULE_MODE) -> dict[str, object]:
     """What a baseline's number depends on besides the GPU: torch (and for compile, inductor's
-    settings and Triton's version), TF32 and cuDNN's autotuning."""
+    settings and Triton's version), TF32, cuDNN's autotuning and the model's module mode."""
     out: dict[str, object] = {
         "torch": torch.__version__,
+        "module_mode": module_mode,
         "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
         "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),

@@ -6,7 +6,9 @@ Contract:
   ``fp32`` (default), ``fp16`` or ``bf16``.
 - ``TaskStore.load`` executes model.py as a fresh module (unique name) per (directory, sha256 of
   the bytes); ``TaskStore.build`` seeds with ``torch.manual_seed(model_seed)`` and builds
-  ``Model(*get_init_inputs())`` on the CPU, then moves and casts it; ``TaskStore.inputs`` seeds with
+  ``Model(*get_init_inputs())`` on the CPU, then moves and casts it and puts it in the module
+  mode asked for (``MODULE_MODES``: the mode is part of the model cache's key, so a bridge that
+  serves both rules never hands one mode's model to the other); ``TaskStore.inputs`` seeds with
   ``torch.manual_seed(seed)``, calls ``get_inputs()`` and converts the result (CPU copies for the
   files, device copies for forward(), Python numbers kept as numbers). Modules and models are
   cached (LRU).
@@ -62,6 +64,13 @@ DETERMINISM_TOL = 1e-6
 DEFAULT_TOLERANCE = 1e-2  # atol and rtol when task.json names none (src/task/task.c)
 # The model seed of the degeneracy check (fixed: every process that asks finds the same).
 DEGENERACY_MODEL_SEED = 0x5EEDDE6E
+# The mode Model (and the runner's ModelNew) runs in (docs/torch-rules.md, "Module mode"):
+# "eval" under the cuda-agent rules, as the published CUDA-Agent verification builds both models
+# (BatchNorm on its running statistics, dropout off); "train" under kernelbench, whose harness
+# never calls eval() (batch statistics, dropout active). The supervisor names it in every request
+# that builds Model; without it, the default rules' mode.
+MODULE_MODES = ("eval", "train")
+DEFAULT_MODULE_MODE = "eval"
 
 
 @dataclass
@@ -84,17 +93,21 @@ class Task:
 
 @dataclass
 class Built:
-    """A model built under a seed, its state right after construction, and its compiled form."""
+    """A model built under a seed in a module mode, its state right after construction, and its
+    compiled form."""
 
     model: nn.Module
     initial_state: dict[str, torch.Tensor]
+    mode: str = DEFAULT_MODULE_MODE
     compiled: Callable[..., object] | None = None
     compile_seconds: float = 0.0
     compile_error: str | None = None  # set when torch.compile failed (not retried)
 
     def reset(self) -> None:
-        """Restores the state right after construction (forward() may update buffers)."""
+        """Restores the state right after construction (forward() may update buffers) and the
+        module mode (the task's forward() may switch it)."""
         self.model.load_state_dict(self.initial_state)
+        self.model.train(self.mode == "train")
 
 
 @dataclass
@@ -315,9 +328,9 @@ class TaskStore:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self._modules: OrderedDict[tuple[str, str], types.ModuleType] = OrderedDict()
-        self._models: OrderedDict[tuple[str, int, str, str, bool], Built] = OrderedDict()
+        self._models: OrderedDict[tuple[str, int, str, str, bool, str], Built] = OrderedDict()
         self._surveys: OrderedDict[
-            tuple[str, str], tuple[list[Structure | None], Degeneracy | None]] = OrderedDict()
+            tuple[str, str, str], tuple[list[Structure | None], Degeneracy | None]] = OrderedDict()
         self._counter = itertools.count()
 
     def load(self, task_dir: str) -> Task:
@@ -393,18 +406,22 @@ class TaskStore:
             )
         return Task(directory, path, digest, precision, model_cls, get_inputs, get_init_inputs)
 
-    def build(self, task: Task, model_seed: int, perturb: bool | None = None) -> Built:
-        """Model(*get_init_inputs()) under torch.manual_seed(model_seed), on the device, cast;
-        its parameters perturbed (degenerate.perturb_parameters under model_seed) when
-        ``perturb``, which by default is what the task needs (``degeneracy``: a task that is
-        degenerate under its own initialization is verified with perturbed parameters)."""
+    def build(self, task: Task, model_seed: int, perturb: bool | None = None,
+              mode: str = DEFAULT_MODULE_MODE) -> Built:
+        """Model(*get_init_inputs()) under torch.manual_seed(model_seed), on the device, cast,
+        in module ``mode`` (``MODULE_MODES``); its parameters perturbed
+        (degenerate.perturb_parameters under model_seed) when ``perturb``, which by default is
+        what the task needs in that mode (``degeneracy``: a task that is degenerate under its own
+        initialization is verified with perturbed parameters)."""
+        if mode not in MODULE_MODES:
+            raise ValueError(f"module mode must be one of {', '.join(MODULE_MODES)}")
         if perturb is None:
-            found = self.degeneracy(task)
+            found = self.degeneracy(task, mode)
             perturb = found is not None and found.params_perturbed
-        key = (task.digest, model_seed, str(self.device), task.precision, perturb)
+        key = (task.digest, model_seed, str(self.device), task.precision, perturb, mode)
         built = self._models.get(key)
         if built is None:
-            built = self._construct(task, model_seed, perturb)
+            built = self._construct(task, model_seed, perturb, mode)
             self._models[key] = built
             if len(self._models) > MAX_MODELS:
                 _, old = self._models.popitem(last=False)
@@ -413,7 +430,7 @@ class TaskStore:
         self._models.move_to_end(key)
         return built
 
-    def _construct(self, task: Task, model_seed: int, perturb: bool) -> Built:
+    def _construct(self, task: Task, model_seed: int, perturb: bool, mode: str) -> Built:
         seed_all(model_seed)
         init = call_task(task, "task.init_raised", "get_init_inputs()", task.get_init_inputs)
         if not isinstance(init, (list, tuple)):
@@ -435,36 +452,44 @@ class TaskStore:
                 "task.init_raised",
                 f"moving Model to {self.device} ({task.precision}) raised {exception_text(exc)}",
             ) from exc
-        # training mode, as constructed and as KernelBench's harness runs both models: batch
-        # statistics in BatchNorm, dropout active (the runner puts ModelNew in the same mode)
-        model.train()
+        # MODULE_MODES: eval under the cuda-agent rules, training under kernelbench (the
+        # runner puts ModelNew in the same mode: runner/load.py)
+        model.train(mode == "train")
         if perturb:
             perturb_parameters(model, model_seed)
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        return Built(model, state)
+        return Built(model, state, mode)
 
-    def structure(self, task: Task) -> list[Structure | None]:
+    def structure(self, task: Task, mode: str = DEFAULT_MODULE_MODE) -> list[Structure | None]:
         """What get_inputs() guarantees about each argument (structure.detect over draws under
-        fixed seeds: the same for every process that asks); see ``_survey``."""
-        return self._survey(task)[0]
+        fixed seeds: the same for every process that asks, and in either mode); see
+        ``_survey`` (the survey of ``mode`` is made when none of the task's is kept)."""
+        for m in (mode, *MODULE_MODES):
+            found = self._surveys.get((task.task_dir, task.digest, m))
+            if found is not None:
+                return found[0]
+        return self._survey(task, mode)[0]
 
-    def degeneracy(self, task: Task) -> Degeneracy | None:
-        """Whether the task's reference outputs are degenerate, and whether its models are then
-        built with perturbed parameters (``params_perturbed``); see ``_survey``. None also when
-        the task cannot run: that is said where it runs (describe, check, bench)."""
+    def degeneracy(self, task: Task, mode: str = DEFAULT_MODULE_MODE) -> Degeneracy | None:
+        """Whether the task's reference outputs in module ``mode`` are degenerate, and whether
+        its models are then built with perturbed parameters (``params_perturbed``); see
+        ``_survey``. None also when the task cannot run: that is said where it runs (describe,
+        check, bench)."""
         try:
-            return self._survey(task)[1]
+            return self._survey(task, mode)[1]
         except BridgeError:
             return None
 
-    def _survey(self, task: Task) -> tuple[list[Structure | None], Degeneracy | None]:
+    def _survey(self, task: Task, mode: str
+                ) -> tuple[list[Structure | None], Degeneracy | None]:
         """One pass over the structure draws (STRUCTURE_SEEDS), cached per task version: each
         draw's corners (structure.probe) for ``structure``, and its reference output under its
         own fixed model seed for degenerate.Judge, with the task's tolerance. A degenerate task
         whose model has floating-point parameters is judged again with them perturbed (new
-        draws), and is then verified with perturbed parameters. Models here are built outside
-        the model cache, which must keep the evaluation's (and their compiled forms)."""
-        key = (task.task_dir, task.digest)
+        draws), and is then verified with perturbed parameters. The models run in ``mode`` (a
+        BatchNorm's output may be degenerate in one mode only); they are built outside the model
+        cache, which must keep the evaluation's (and their compiled forms)."""
+        key = (task.task_dir, task.digest, mode)
         if key not in self._surveys:
             atol, rtol = read_tolerance(task.task_dir)
             judge: Judge | None = Judge(atol, rtol)
@@ -477,7 +502,8 @@ class TaskStore:
                 scalar = made.scalar
                 if judge is not None:
                     try:
-                        model = self._construct(task, DEGENERACY_MODEL_SEED + k, False).model
+                        model = self._construct(task, DEGENERACY_MODEL_SEED + k, False,
+                                                mode).model
                         has_params = has_params or any(
                             p.is_floating_point() for p in model.parameters())
                         judge.add(forward(task, model, made.fresh_call()))
@@ -487,7 +513,7 @@ class TaskStore:
             found = None if judge is None else judge.result()
             if found is not None and has_params:
                 try:
-                    after = self._judge_perturbed(task, atol, rtol)
+                    after = self._judge_perturbed(task, atol, rtol, mode)
                     found = replace(found, params_perturbed=True,
                                     after=None if after is None else after.kind)
                 except BridgeError:
@@ -498,13 +524,14 @@ class TaskStore:
         self._surveys.move_to_end(key)
         return self._surveys[key]
 
-    def _judge_perturbed(self, task: Task, atol: float, rtol: float) -> Degeneracy | None:
+    def _judge_perturbed(self, task: Task, atol: float, rtol: float,
+                         mode: str) -> Degeneracy | None:
         """Judge over the draws with each model's parameters perturbed under its own model seed,
         as verification's trials have them: a constant that depends on the parameters is not
         one a kernel can hard-code."""
         judge = Judge(atol, rtol)
         for k, s in enumerate(STRUCTURE_SEEDS):
-            model = self._construct(task, DEGENERACY_MODEL_SEED + k, True).model
+            model = self._construct(task, DEGENERACY_MODEL_SEED + k, True, mode).model
             made = self.inputs(task, s, files=False)
             judge.add(forward(task, model, made.fresh_call()))
             del made, model

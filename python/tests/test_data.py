@@ -185,16 +185,101 @@ def test_params_are_the_state_after_construction(bridge: Bridge, tmp_path: Path,
     """
     task, spec, slots = open_task(bridge, tmp_path, "bn", source)
     closing.append(slots)
+    train = {"module_mode": "train"}  # the kernelbench rules' mode
     bridge.ok("fill", task_dir=str(task), model_seed=3, params=True,
-              sets=[{"input": 0, "seed": 1}])
+              sets=[{"input": 0, "seed": 1}], **train)
     first = [t.clone() for t in slots.views(slots.params, spec["params"])]
     for _ in range(2):  # forward() runs in check
-        bridge.ok("check", task_dir=str(task), model_seed=3, input=0, scalars=[], **TOL)
+        bridge.ok("check", task_dir=str(task), model_seed=3, input=0, scalars=[], **TOL,
+                  **train)
     slots.params.bytes().fill_(0)
-    bridge.ok("fill", task_dir=str(task), model_seed=3, params=True, sets=[])
+    bridge.ok("fill", task_dir=str(task), model_seed=3, params=True, sets=[], **train)
     again = slots.views(slots.params, spec["params"])
     assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
     assert torch.equal(again[2], torch.zeros(4))  # bn.running_mean as constructed
+
+
+BATCH_NORM = """
+import torch
+from torch import nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(4)
+    def forward(self, x):
+        return self.bn(x)
+def get_inputs():
+    return [torch.randn(8, 4) * 3 + 1]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_module_mode_is_the_requests_and_each_mode_its_own_model(
+        bridge: Bridge, tmp_path: Path, closing: list[TestSlots]) -> None:
+    """``module_mode`` (docs/torch-rules.md, "Rules profiles"): "eval" by default (the
+    cuda-agent rules': BatchNorm on its running statistics, 0 and 1 as constructed), "train" on
+    request (kernelbench's: the batch's statistics). One bridge serves both, interleaved: the
+    model of one mode is never the other's (the mode is part of the model cache's key)."""
+    task, spec, slots = open_task(bridge, tmp_path, "bn_modes", BATCH_NORM, inputs=1)
+    closing.append(slots)
+    assert spec["module_mode"] == "eval"
+    assert bridge.ok("describe", task_dir=str(task), seed=1, module_mode="train")[
+        "module_mode"] == "train"
+    bridge.ok("fill", task_dir=str(task), model_seed=3, params=True,
+              sets=[{"input": 0, "seed": 1}], module_mode="train")
+    (x,) = slots.views(slots.inputs[0], tensor_args(spec))
+    eps = 1e-5
+    by_mode = {
+        "train": (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + eps),
+        "eval": x / math.sqrt(1 + eps),
+    }
+    assert (by_mode["train"] - by_mode["eval"]).abs().max() > 0.1  # the inputs tell them apart
+
+    def mismatches(mode: str | None) -> int:
+        extra = {} if mode is None else {"module_mode": mode}
+        (stats,) = bridge.ok("check", task_dir=str(task), model_seed=3, input=0, scalars=[],
+                             atol=1e-4, rtol=1e-4, **extra)["outputs"]
+        return int(stats["mismatches"])
+
+    for written in ("train", "eval", "train"):
+        write_outputs(slots, spec, [by_mode[written]])
+        for mode in ("eval", "train", None, "train", "eval"):
+            right = (mode or "eval") == written
+            assert (mismatches(mode) == 0) == right, (written, mode)
+    settings = bridge.ok("bench_open", task_dir=str(task), model_seed=3, mode="eager",
+                         module_mode="train")["settings"]
+    assert settings["module_mode"] == "train"
+    bridge.ok("bench_close")
+    for op, fields in (("describe", {"seed": 1}),
+                       ("fill", {"model_seed": 3, "params": True, "sets": []}),
+                       ("check", {"model_seed": 3, "input": 0, "scalars": [], **TOL}),
+                       ("bench_open", {"model_seed": 3, "mode": "eager"})):
+        err = bridge.error(op, task_dir=str(task), module_mode="inference", **fields)
+        assert err["code"] == "bridge.bad_request" and "module_mode" in err["message"], err
+
+
+def test_dropout_is_random_in_training_mode_only(bridge: Bridge, tmp_path: Path) -> None:
+    """A task with dropout is deterministic in eval mode (the cuda-agent rules': dropout off)
+    and refused as nondeterministic in training mode (kernelbench's harness runs it so)."""
+    source = """
+    import torch
+    from torch import nn
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(0.5)
+        def forward(self, x):
+            return self.drop(x) * 2
+    def get_inputs():
+        return [torch.randn(64, 64)]
+    def get_init_inputs():
+        return []
+    """
+    task = write_task(tmp_path, "dropout", source)
+    assert bridge.ok("describe", task_dir=str(task), seed=1)["module_mode"] == "eval"
+    err = bridge.error("describe", task_dir=str(task), seed=1, module_mode="train")
+    assert err["code"] == "task.nondeterministic" and "dropout" in err["message"], err
 
 
 def test_check_counts_what_the_outputs_slot_holds(bridge: Bridge, tmp_path: Path,

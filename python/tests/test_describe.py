@@ -34,6 +34,7 @@ def test_elementwise(bridge: Bridge, tmp_path: Path) -> None:
         ],
         "precision": "fp32",
         "degenerate": None,
+        "module_mode": "eval",  # the default: the cuda-agent rules' (docs/torch-rules.md)
     }
 
 

@@ -462,17 +462,19 @@ def test_kernelbench_state_dicts_that_do_not_pair_keep_their_seeded_parameters(
     (``check`` with ``perturb`` false): KernelBench's semantics. Each setup restores the state
     of its construction. Under the cuda-agent rules both are ``candidate.params_mismatch``."""
     task = write_task(tmp_path, "conv_norm", CONV_NORM)
-    spec = bridge.ok("describe", task_dir=str(task), seed=1)
+    train = {"module_mode": "train"}  # the kernelbench rules' mode, as the supervisor sends it
+    spec = bridge.ok("describe", task_dir=str(task), seed=1, **train)
     slots = bridge.slots_for(spec, 2)
     init_seed = 11
     try:
         # the params slot holds Model's state under another seed, as the supervisor's trials do
         bridge.ok("fill", task_dir=str(task), model_seed=77, params=True,
-                  sets=[{"input": r, "seed": 30 + r} for r in range(2)])
+                  sets=[{"input": r, "seed": 30 + r} for r in range(2)], **train)
 
         def mismatches(r: int, model_seed: int) -> int:
             (stats,) = bridge.ok("check", task_dir=str(task), model_seed=model_seed, input=r,
-                                 scalars=[], atol=1e-4, rtol=1e-4, perturb=False)["outputs"]
+                                 scalars=[], atol=1e-4, rtol=1e-4, perturb=False,
+                                 **train)["outputs"]
             return int(stats["mismatches"])
 
         for name, source, right in (("dropped", DROPPED_BIAS, True),
@@ -528,6 +530,47 @@ def test_tensor_subclass_outputs_are_tampering(tmp_path: Path, task: Path,
         assert ev["event"] == "failed" and ev["code"] == "hack.harness_tampering", ev
         assert "Lazy" in ev["message"] and "subclass" in ev["message"]
         assert run.quit() == 0
+    finally:
+        run.close()
+
+
+# Its scale doubles in eval mode: the output says which mode ModelNew was put in at load.
+MODE_SCALED = candidate("return relu_scale_bias(x.contiguous(), scale if self.training else "
+                        "2 * scale, self.bias)")
+
+
+def test_modelnew_runs_in_the_plans_module_mode(tmp_path: Path, task: Path,
+                                                slots: TestSlots) -> None:
+    """ModelNew is put in the plan's ``module_mode``, by default its rules' (eval under
+    cuda-agent, as the published verification runs both models; training under kernelbench, as
+    KernelBench's harness does): the mode the bridge builds the reference in."""
+    bias = set_params(slots, 1)
+    x = fill(slots, 0, 10)
+    for name, fields, training in (
+            ("default", {}, False),
+            ("cuda-agent", {"rules": "cuda-agent"}, False),
+            ("kernelbench", {"rules": "kernelbench"}, True),
+            ("kernelbench-eval", {"rules": "kernelbench", "module_mode": "eval"}, False),
+            ("cuda-agent-train", {"rules": "cuda-agent", "module_mode": "train"}, True)):
+        root = tmp_path / name
+        root.mkdir()
+        run = Runner(write_plan(root, task, slots, MODE_SCALED, **fields), pass_fds=slots.fds())
+        try:
+            run.start()
+            slots.poison()
+            ev = run.command("call", input=0, scalars=[[1, 1.5]])
+            assert ev["event"] == "called", (ev, run.stderr())
+            torch.testing.assert_close(output(slots),
+                                       expected(x, 1.5 if training else 3.0, bias))
+            assert run.quit() == 0
+        finally:
+            run.close()
+    run = Runner(write_plan(tmp_path, task, slots, PURE, module_mode="inference"),
+                 pass_fds=slots.fds())
+    try:
+        events, rc = run.finish()
+        assert rc != 0 and any(e.get("code") == "worker.bad_plan" and "module_mode" in
+                               e["message"] for e in events), (events, run.stderr())
     finally:
         run.close()
 

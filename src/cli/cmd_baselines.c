@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build/torch_rules.h"
 #include "cli/commands.h"
 #include "eval/eval.h"
 #include "store/baseline_cache.h"
@@ -22,7 +23,7 @@ static const char usage_all[] =
 	"usage: cuda-agent baselines export [--cache DB] [OUT.jsonl]\n"
 	"       cuda-agent baselines import [--cache DB] [--replace] IN.jsonl...\n"
 	"       cuda-agent baselines measure [--cache DB] [--refresh] [--json] [--python PATH]\n"
-	"                                 (TASK_DIR... | --store S [--source NAME])\n";
+	"                                 [--rules R] (TASK_DIR... | --store S [--source NAME])\n";
 
 static const char help_all[] =
 	"\n"
@@ -42,6 +43,8 @@ static const char help_all[] =
 	"  --refresh    measure: measure again even when the table has the task\n"
 	"  --json       measure: one result object per line\n"
 	"  --python P   measure: the Python with torch for the bridge ($CUDA_AGENT_PYTHON)\n"
+	"  --rules R    measure: the baselines of evaluations under rules R, cuda-agent (default:\n"
+	"               Model in eval mode) or kernelbench (training mode); kept apart\n"
 	"  --store S    measure: every task of the task store S (--source NAME: of that source)\n"
 	"  -h, --help   this help\n";
 
@@ -223,7 +226,7 @@ static char **store_dirs(const char *store_opt, const char *source, size_t *n)
 
 static int baselines_measure(int argc, char **argv)
 {
-	enum { O_CACHE = 256, O_REFRESH, O_JSON, O_PYTHON, O_STORE, O_SOURCE };
+	enum { O_CACHE = 256, O_REFRESH, O_JSON, O_PYTHON, O_STORE, O_SOURCE, O_RULES };
 	static const struct option longopts[] = {
 		{"cache", required_argument, NULL, O_CACHE},
 		{"refresh", no_argument, NULL, O_REFRESH},
@@ -231,6 +234,7 @@ static int baselines_measure(int argc, char **argv)
 		{"python", required_argument, NULL, O_PYTHON},
 		{"store", required_argument, NULL, O_STORE},
 		{"source", required_argument, NULL, O_SOURCE},
+		{"rules", required_argument, NULL, O_RULES},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -252,6 +256,14 @@ static int baselines_measure(int argc, char **argv)
 		case O_PYTHON: python = optarg; break;
 		case O_STORE: store = optarg; break;
 		case O_SOURCE: source = optarg; break;
+		case O_RULES: {
+			struct ca_diag fd = {{0}};
+			if (torch_profile_parse(optarg, &o.rules, &fd)) {
+				fprintf(stderr, "cuda-agent: --rules: %s\n", fd.msg);
+				return EXIT_USAGE;
+			}
+			break;
+		}
 		case 'h': printf("%s%s", usage_all, help_all); return EXIT_OK;
 		default:
 			fprintf(stderr, "%sTry 'cuda-agent baselines --help'.\n", usage_all);

@@ -182,8 +182,9 @@ int data_fill(struct run *r, uint64_t model_seed, bool params, const struct data
 			json_object_set_new(e, "near_seed", json_integer((json_int_t)*sets[i].near_seed));
 		json_array_append_new(list, e);
 	}
-	req = json_pack("{s:s, s:I, s:b, s:o}", "task_dir", r->task.dir, "model_seed",
-			(json_int_t)model_seed, "params", params, "sets", list);
+	req = json_pack("{s:s, s:I, s:b, s:o, s:s}", "task_dir", r->task.dir, "model_seed",
+			(json_int_t)model_seed, "params", params, "sets", list, "module_mode",
+			run_module_mode(r));
 	rc = bridge_request(r, "fill", req, 600.0 + 4.0 * (double)D->lay_inputs.bytes * nsets / 1e9,
 			    &res);
 	json_decref(req);
@@ -352,10 +353,12 @@ static int check_outputs(struct run *r, int input, json_t *scalars, json_t *entr
 
 	/* A ModelNew that kept its seeded construction's parameters (kernelbench rules, spawn.c
 	 * note_params) is checked against Model built under the same seed, as constructed */
-	req = json_pack("{s:s, s:I, s:i, s:o, s:f, s:f}", "task_dir", r->task.dir, "model_seed",
+	req = json_pack("{s:s, s:I, s:i, s:o, s:f, s:f, s:s}", "task_dir", r->task.dir,
+			"model_seed",
 			(json_int_t)(r->params_seeded ? RUN_TORCH_INIT_SEED : D->model_seed),
 			"input", input, "scalars", scalars ? json_incref(scalars) : json_array(),
-			"atol", r->task.atol, "rtol", r->task.rtol);
+			"atol", r->task.atol, "rtol", r->task.rtol, "module_mode",
+			run_module_mode(r));
 	if (req && r->params_seeded)
 		json_object_set_new(req, "perturb", json_false());
 	rc = bridge_call(&r->s->bridge, "check", req,

@@ -222,6 +222,9 @@ static void run_init(struct run *r, struct eval_session *s, const struct eval_op
 	r->trials = json_array();
 	json_object_set(r->result, "seconds", r->seconds);
 	r->timing_wanted = o->mode == EVAL_FULL || o->mode == EVAL_PROFILE;
+	/* the rules (and so the module mode) of a run with no candidate (baselines); step_build
+	 * resolves a candidate's by its format */
+	r->rules = o->rules;
 	r->sandboxed = o->sandbox;
 	r->profile_wanted = o->mode == EVAL_PROFILE;
 	for (int k = 0; k < o->protocol.trials; k++)

@@ -2,6 +2,8 @@
  * waiting for the bridge, describing the task. */
 #include "eval/run.h"
 
+#include <string.h>
+
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/str.h"
@@ -27,11 +29,13 @@ int step_bridge_ready(struct run *r)
 #define DESCRIBE_SEED 0x5eedULL
 
 /* The session's describe answer for this task, or NULL (borrowed). Keyed by the task's hash
- * (model.py and task.json, as the baseline cache is): a service's sessions each copy their task
- * into a directory of their own, and the answer does not depend on where the files are. */
+ * (model.py and task.json, as the baseline cache is) and the module mode (run_module_mode: the
+ * determinism check and the degenerate verdict are that mode's): a service's sessions each copy
+ * their task into a directory of their own, and the answer does not depend on where the files
+ * are. */
 static json_t *described_get(struct run *r, char *key, size_t size)
 {
-	if (ca_format(key, size, "%s", r->task.hash))
+	if (ca_format(key, size, "%s/%s", r->task.hash, run_module_mode(r)))
 		return NULL;
 	return r->s->described ? json_object_get(r->s->described, key) : NULL;
 }
@@ -50,7 +54,7 @@ static void described_put(struct run *r, const char *key, json_t *res)
 
 int step_describe(struct run *r)
 {
-	char key[sizeof r->task.hash] = "";
+	char key[sizeof r->task.hash + 8] = "";
 	json_t *res = described_get(r, key, sizeof key);
 	struct ca_diag d = {{0}};
 	double t0 = ca_now();
@@ -58,14 +62,27 @@ int step_describe(struct run *r)
 	if (res) {
 		json_incref(res);
 	} else {
-		json_t *req = json_pack("{s:s, s:I}", "task_dir", r->task.dir, "seed",
-					(json_int_t)DESCRIBE_SEED);
+		json_t *req = json_pack("{s:s, s:I, s:s}", "task_dir", r->task.dir, "seed",
+					(json_int_t)DESCRIBE_SEED, "module_mode",
+					run_module_mode(r));
 		/* The bridge runs the task's reference: the GPU's turn (gpu_stage.h) */
 		(void)gpu_stage_enter(&r->gpu);
 		rc = bridge_request(r, "describe", req, 600.0, &res);
 		gpu_stage_leave(&r->gpu);
 		json_decref(req);
 		if (rc) {
+			note_seconds(r, "describe", t0);
+			return -1;
+		}
+		if (!json_is_string(json_object_get(res, "module_mode")) ||
+		    strcmp(json_string_value(json_object_get(res, "module_mode")),
+			   run_module_mode(r)) != 0) {
+			/* a bridge older than its supervisor builds Model in a mode of its own */
+			set_reason(r, "env.bridge",
+				   "the torch bridge described the task without module_mode %s: it "
+				   "is older than this supervisor",
+				   run_module_mode(r));
+			json_decref(res);
 			note_seconds(r, "describe", t0);
 			return -1;
 		}
@@ -81,6 +98,8 @@ int step_describe(struct run *r)
 	r->spec_loaded = true;
 	r->spec_json = task_spec_to_json(&r->spec);
 	json_object_set(r->result, "spec", r->spec_json);
+	/* the mode Model runs in, and a PyTorch-format candidate's ModelNew (spawn.c's plan) */
+	json_object_set_new(r->result, "module_mode", json_string(run_module_mode(r)));
 	{ /* a degenerate task (the bridge's verdict, docs/evaluation.md): said, not refused */
 		json_t *deg = json_object_get(res, "degenerate");
 		json_t *task = json_object_get(r->result, "task");

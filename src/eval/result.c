@@ -24,16 +24,19 @@ static int open_cache(struct run *r)
 	return 0;
 }
 
-static struct baseline_key baseline_key_of(const struct run *r)
+struct baseline_key run_baseline_key(const struct run *r, char *task, size_t size)
 {
-	return (struct baseline_key){r->task.hash, r->s->bridge.gpu_name,
-				     r->s->bridge.torch_version, CA_PROTOCOL_VERSION};
+	bool eval = strcmp(run_module_mode(r), "eval") == 0;
+	snprintf(task, size, "%s%s", r->task.hash, eval ? "/eval" : "");
+	return (struct baseline_key){task, r->s->bridge.gpu_name, r->s->bridge.torch_version,
+				     CA_PROTOCOL_VERSION};
 }
 
 /* The cached baselines (the caller owns them), or NULL when they must be measured. */
 json_t *cached_baselines(struct run *r)
 {
-	struct baseline_key key = baseline_key_of(r);
+	char task[sizeof r->task.hash + 8];
+	struct baseline_key key = run_baseline_key(r, task, sizeof task);
 	struct ca_diag d = {{0}};
 	json_t *baselines = NULL;
 	if (open_cache(r) != 0 || r->o->refresh_baselines ||

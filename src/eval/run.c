@@ -59,6 +59,11 @@ void note_seconds(struct run *r, const char *what, double since)
 }
 
 
+const char *run_module_mode(const struct run *r)
+{
+	return r->rules == TORCH_PROFILE_KERNELBENCH ? "train" : "eval";
+}
+
 void note_mark(const struct run *r, const char *what)
 {
 	ca_log_debug("at %7.3f s: %s", ca_now() - r->t_start, what);

@@ -102,7 +102,8 @@ struct run {
 	char dir[PATH_MAX];  /* run directory: plan, stderr, scratch, lib/ */
 	char work[PATH_MAX]; /* the candidate process's writable directory (torch caches) */
 	enum candidate_format format;
-	enum torch_profile rules;   /* the rules that judge it (o->rules, resolved by format) */
+	enum torch_profile rules;   /* the rules that judge it (o->rules, resolved by format);
+				       they decide the module mode (run_module_mode) */
 	/* PyTorch formats, kernelbench rules: ModelNew keeps the parameters of its construction
 	 * under RUN_TORCH_INIT_SEED (the runner's `loaded` says "seeded"; spawn.c), and the checks
 	 * use Model's under that seed, unperturbed (data.c) */
@@ -202,6 +203,17 @@ int spawn_candidate(struct run *r, const char *const *argv, const struct sandbox
 /* A bridge request; a failure sets the reason (task.* as the task's, else env.bridge). */
 int bridge_request(struct run *r, const char *op, const json_t *req, double timeout_s,
 		   json_t **res);
+/* The module mode of the reference Model and of a PyTorch-format candidate's ModelNew
+ * (docs/torch-rules.md, "Module mode"), from the rules alone: "train" under kernelbench
+ * (KernelBench's harness never calls eval()), "eval" under cuda-agent (the published
+ * verification puts both models in eval mode). Every bridge request that builds Model
+ * (describe, fill, check, bench_open) and the runner's plan carry it; the result records it
+ * ("module_mode"); the session's describe answers and the baseline cache are keyed by it. */
+const char *run_module_mode(const struct run *r);
+/* The baseline cache's key of this evaluation (result.c): the task as `task` (the task's hash,
+ * with "/eval" after it for baselines of eval mode: the entries measured before modes were
+ * keyed ran in training mode, and keep their key), the GPU, torch, the protocol version. */
+struct baseline_key run_baseline_key(const struct run *r, char *task, size_t size);
 /* A loop failure as the run's reason. */
 void reason_from_fail(struct run *r, const struct loop_fail *f);
 

@@ -253,11 +253,12 @@ static int copy_build_outputs(struct run *r, struct ca_diag *d)
 /* The plan's "candidate" object for the PyTorch-format runner (python/cuda_agent_bridge/runner). */
 static json_t *torch_candidate_json(const struct run *r)
 {
-	json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:I}", "format",
+	/* module_mode: the bridge's Model runs in the same one (run_module_mode) */
+	json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "format",
 			      candidate_format_name(r->format), "task_dir", r->task.dir, "torch_device",
 			      r->data.dev.kind == DEVICE_CPU ? "cpu" : "cuda", "rules",
 			      torch_profile_name(r->rules), "init_seed",
-			      (json_int_t)RUN_TORCH_INIT_SEED);
+			      (json_int_t)RUN_TORCH_INIT_SEED, "module_mode", run_module_mode(r));
 	json_object_set_new(c, r->format == CANDIDATE_WORKDIR ? "dir" : "path",
 			    json_string(r->cand_path));
 	if (r->format == CANDIDATE_WORKDIR)
@@ -540,9 +541,6 @@ int step_start(struct run *r)
 		     (r->o->torch_view < 0 && r->data.dev.kind == DEVICE_CUDA));
 	if (!native) {
 		json_object_set_new(r->result, "torch_view", json_boolean(view));
-		/* the bridge's Model and the runner's ModelNew both run in training mode, as
-		 * KernelBench's harness runs them (tasks.py, runner/load.py) */
-		json_object_set_new(r->result, "module_mode", json_string("train"));
 	}
 	if (view && !(rt = session_torch_view(r, &d))) {
 		set_reason(r, "env.bridge", "cannot show the runner torch without its kernels: %s",

@@ -268,8 +268,9 @@ static int baseline_open(struct run *r, const char *mode, struct baseline_sessio
 	memset(s, 0, sizeof *s);
 	s->compile_s = -1;
 	*failed = NULL;
-	req = json_pack("{s:s, s:I, s:s}", "task_dir", r->task.dir, "model_seed",
-			(json_int_t)r->timing_model_seed, "mode", mode);
+	req = json_pack("{s:s, s:I, s:s, s:s}", "task_dir", r->task.dir, "model_seed",
+			(json_int_t)r->timing_model_seed, "mode", mode, "module_mode",
+			run_module_mode(r));
 	rc = bridge_call(&r->s->bridge, "bench_open", req, 1800.0, &ans, code, sizeof code, &d);
 	json_decref(req);
 	if (rc && strcmp(code, "baseline.compile_failed") == 0) {
@@ -365,8 +366,8 @@ static json_t *time_baseline(struct run *r, const char *mode, double *compile_s)
 
 int step_baselines(struct run *r, json_t **baselines, bool *cached)
 {
-	struct baseline_key key = {r->task.hash, r->s->bridge.gpu_name, r->s->bridge.torch_version,
-				   CA_PROTOCOL_VERSION};
+	char task[sizeof r->task.hash + 8];
+	struct baseline_key key = run_baseline_key(r, task, sizeof task);
 	struct ca_diag d = {{0}};
 	double t0 = ca_now(), compile_s;
 	json_t *eager, *comp;

@@ -69,11 +69,21 @@ run "eval the row mean, timed" 0 "$cli" eval --device cpu --budget 0.3 --trials 
   "$data/rowmean_task" "$data/rowmean.py"
 field "row mean: every check of the timed loop passed" 'r["reason"]["code"] == "ok" and r["timing"]["checks"]["failed"] == 0 and r["timing"]["checks"]["final"] is True and r["timing"]["checks"]["special"] >= 2'
 
-# One mode for both models (issue 46): training mode, as KernelBench's harness runs them. A
-# BatchNorm task, and a candidate with nn.BatchNorm1d: right only when both use batch statistics.
-run "a BatchNorm task, the candidate with nn.BatchNorm1d" 0 "$cli" eval --device cpu \
-  --verify-only --trials 2 --rules kernelbench --json "$data/bn_task" "$data/bn_relu.py"
-field "both models in training mode: correct" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["module_mode"] == "train"'
+# One mode for both models, the rules' (issue 46; docs/torch-rules.md, "Rules profiles"): training
+# under kernelbench, as KernelBench's harness runs them; eval under cuda-agent, as the published
+# CUDA-Agent verification does. A BatchNorm task: nn.BatchNorm1d in ModelNew (kernelbench: torch
+# compute allowed) is right in training mode; a kernel of its own on the running statistics is
+# right in eval mode only, so it fails under kernelbench and passes under cuda-agent.
+run "kernelbench rules: a BatchNorm task, nn.BatchNorm1d and a kernel on running statistics" 1 \
+  "$cli" eval --device cpu --verify-only --trials 2 --rules kernelbench --json "$data/bn_task" \
+  "$data/bn_relu.py" "$data/bn_relu_eval.py"
+sed -n 2p "$tmp/out" >"$tmp/bn_eval"; sed -i 1q "$tmp/out"
+field "kernelbench: both models in training mode, nn.BatchNorm1d correct" 'r["reason"]["code"] == "ok" and r["correct"] is True and r["module_mode"] == "train"'
+cp "$tmp/bn_eval" "$tmp/out"
+field "kernelbench: running statistics where the batch's are used, a mismatch" 'r["reason"]["code"] == "verify.mismatch" and r["correct"] is False and r["module_mode"] == "train"'
+run "cuda-agent rules: the kernel on running statistics" 0 "$cli" eval --device cpu --verify-only \
+  --trials 2 --json "$data/bn_task" "$data/bn_relu_eval.py"
+field "cuda-agent: both models in eval mode, correct" 'r["rules"] == "cuda-agent" and r["reason"]["code"] == "ok" and r["correct"] is True and r["module_mode"] == "eval" and r["params"] == "paired"'
 
 # Slow but correct (issue 46): calls of 0.2 to 0.7 s under a 3 s watchdog. The watchdog bounds
 # each command (not the run: 2 trials, warm-up, samples and checks pass 3 s in all) and the timed
@@ -157,10 +167,13 @@ run "--interleave with a bad value" 2 "$cli" eval --interleave sometimes "$data/
 
 # Baselines with no candidate (cuda-agent baselines measure; synth export --baselines): the same
 # loop as an evaluation's, stored in the cache, found there the next time.
-run "baselines measure --refresh: measured" 0 "$cli" baselines measure --refresh --json "$data/task"
-field "measured: both baselines through the loop, stored, no candidate or reward" 'r["mode"] == "baselines" and r["reason"]["code"] == "ok" and r["baselines_cached"] is False and r["baselines"]["eager"]["samples"] >= 10 and r["baselines"]["compile"]["samples"] >= 10 and r["baselines"]["compile"]["settings"]["compile_mode"] == "default" and "reward" not in r and "candidate" not in r and r["seconds"]["baselines"] > 0'
+# The evaluations below judge under the kernelbench rules: their baselines are training mode's
+# (a cuda-agent evaluation's, eval mode's, are kept apart: src/eval/run.h, run_baseline_key).
+run "baselines measure --refresh: measured" 0 "$cli" baselines measure --refresh --rules kernelbench \
+  --json "$data/task"
+field "measured: both baselines through the loop, stored, no candidate or reward" 'r["mode"] == "baselines" and r["reason"]["code"] == "ok" and r["baselines_cached"] is False and r["baselines"]["eager"]["samples"] >= 10 and r["baselines"]["compile"]["samples"] >= 10 and r["baselines"]["compile"]["settings"]["compile_mode"] == "default" and "reward" not in r and "candidate" not in r and r["seconds"]["baselines"] > 0 and r["module_mode"] == "train" and r["baselines"]["eager"]["settings"]["module_mode"] == "train"'
 cp "$tmp/out" "$tmp/measured"
-run "baselines measure again: from the cache" 0 "$cli" baselines measure --json "$data/task"
+run "baselines measure again: from the cache" 0 "$cli" baselines measure --rules kernelbench --json "$data/task"
 "$py" - "$tmp/measured" "$tmp/out" <<'PY' && ok "the cached baselines are the measured ones" || bad "cached: $(head -c 300 "$tmp/out")"
 import json, sys
 a, b = (json.loads(open(p).readline()) for p in sys.argv[1:3])

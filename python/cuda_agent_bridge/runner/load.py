@@ -8,7 +8,8 @@ Contract:
   ``candidate.load_failed``) and ``cpp_extension.load`` is refused; for a workdir, the prebuilt
   ``extension`` is imported as ``cuda_extension``. The file is imported, then, under
   ``seed_all(init_seed)``, ``ModelNew(*get_init_inputs())`` is built, moved to the device, cast
-  to the task's precision and put in training mode (the reference's). Its parameters
+  to the task's precision and put in the plan's ``module_mode`` (the reference's: eval under
+  the cuda-agent rules, training under kernelbench; tasks.MODULE_MODES). Its parameters
   (``pairing``): under the cuda-agent rules its ``state_dict`` must have exactly the spec's
   parameter names and shapes, in any order (what ``load_state_dict(strict=True)`` needs), else
   ``candidate.params_mismatch``; under kernelbench the state_dicts pair when the names and
@@ -289,7 +290,8 @@ def build_model(plan: Plan, device: torch.device) -> tuple[nn.Module, list[str] 
         model.to(device)
         if task.cast_dtype is not None:
             model.to(task.cast_dtype)
-        model.train()  # the reference's mode (tasks.TaskStore.build): KernelBench's, both rules
+        # the reference's mode (tasks.TaskStore.build, the same module_mode from the supervisor)
+        model.train(plan.candidate.module_mode == "train")
     except BridgeError as exc:
         raise Fatal("candidate.init_failed", exc.message) from exc
     except Fatal:

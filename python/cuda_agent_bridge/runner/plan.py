@@ -8,7 +8,8 @@ params, outputs: supported dtypes, shapes of non-negative integers, Python-numbe
 ``cpu``, matching ``candidate.torch_device``; distinct descriptors >= 3; sizes that hold the
 spec's layout: params, the tensor arguments, the outputs); the candidate (format
 ``kernelbench`` with ``path`` and optional ``inline_modules``, or ``workdir`` with ``dir`` and
-``extension``; ``task_dir``; ``init_seed``; ``rules``, ``cuda-agent`` or ``kernelbench``).
+``extension``; ``task_dir``; ``init_seed``; ``rules``, ``cuda-agent`` or ``kernelbench``;
+``module_mode``, ``eval`` or ``train``, by default the rules' own: ``RULES_MODULE_MODE``).
 Unknown keys are ignored.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from ..capped import ReadError, read_json
 from ..slots import MAX_INPUTS, MAX_SLOT_BYTES, layout
-from ..tasks import dtype_from_name
+from ..tasks import MODULE_MODES, dtype_from_name
 from ..wire import SCALAR_KINDS
 from .events import Fatal
 
@@ -30,6 +31,10 @@ MAX_MODULES = 64
 MAX_FD = 1 << 16
 FORMATS = ("kernelbench", "workdir")
 RULES = ("cuda-agent", "kernelbench")  # docs/torch-rules.md, "Rules profiles"
+# The mode ModelNew runs in, as the bridge runs Model (tasks.MODULE_MODES): the published
+# CUDA-Agent verification puts both models in eval mode; KernelBench's harness never leaves
+# training mode. The supervisor names it in the plan (src/eval/spawn.c) from the same rules.
+RULES_MODULE_MODE = {"cuda-agent": "eval", "kernelbench": "train"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,8 @@ class Candidate:
     # kernelbench: torch compute allowed, parameters matched by name or by order and shape,
     # else ModelNew keeps those of its construction under init_seed (load.pairing)
     rules: str = "cuda-agent"
+    # "eval" or "train": the mode ModelNew is put in at load (the reference's, in the bridge)
+    module_mode: str = "eval"
 
 
 @dataclass(frozen=True)
@@ -226,9 +233,14 @@ def parse_candidate(raw: object) -> Candidate:
     rules = raw.get("rules", "cuda-agent")
     if rules not in RULES:
         raise _bad(f"candidate.rules must be one of {', '.join(RULES)} (got {rules!r})")
+    mode = raw.get("module_mode", RULES_MODULE_MODE[str(rules)])
+    if mode not in MODULE_MODES:
+        raise _bad(f"candidate.module_mode must be one of {', '.join(MODULE_MODES)} "
+                   f"(got {mode!r})")
     assert path is not None and task_dir is not None
     return Candidate(str(fmt), path, task_dir, extension, dict(modules),
-                     _int(raw, "init_seed", "candidate", 0, 2**63, 0), str(device), str(rules))
+                     _int(raw, "init_seed", "candidate", 0, 2**63, 0), str(device), str(rules),
+                     str(mode))
 
 
 def parse_plan(root: object) -> Plan:

@@ -1,6 +1,7 @@
-# A task with BatchNorm (issue 46): in training mode, as KernelBench's harness runs both models,
-# the output is normalized by the batch's statistics; in eval mode by the running ones (0 and 1
-# at construction), which these inputs (mean about 1, spread about 3) are far from.
+# A task with BatchNorm (issue 46): in training mode (the kernelbench rules', as KernelBench's
+# harness runs both models) the output is normalized by the batch's statistics; in eval mode (the
+# cuda-agent rules', as the published CUDA-Agent verification runs them) by the running ones (0
+# and 1 at construction), which these inputs (mean about 1, spread about 3) are far from.
 import torch
 from torch import nn
 
