@@ -321,7 +321,7 @@ static const char fake_bridge[] =
 	"printf '%s\\n' '{\"event\": \"ready\", \"torch\": \"2.11.0\", \"python\": \"3.12.3\", "
 	"\"device\": \"cpu\"}'\n"
 	"spec='\"args\": [{\"dtype\": \"float32\", \"shape\": [4]}], \"params\": [], "
-	"\"outputs\": [{\"dtype\": \"float32\", \"shape\": [4]}]'\n"
+	"\"outputs\": [{\"dtype\": \"float32\", \"shape\": [4]}], \"module_mode\": \"eval\"'\n"
 	"while IFS= read -r line; do\n"
 	"  id=$(printf '%s\\n' \"$line\" | sed -n 's/.*\"id\":\\([0-9][0-9]*\\).*/\\1/p')\n"
 	"  case \"$FAKE_DESCRIBE:$line\" in\n"
@@ -330,7 +330,10 @@ static const char fake_bridge[] =
 	"  ok:*) printf '{\"id\":%s,\"ok\":true,\"result\":{%s}}\\n' \"$id\" \"$spec\";;\n"
 	"  degenerate:*) printf '{\"id\":%s,\"ok\":true,\"result\":{%s, \"degenerate\": "
 	"{\"kind\": \"zeros\", \"message\": \"zeros pass\"}}}\\n' \"$id\" \"$spec\";;\n"
-	"  bad_spec:*) printf '{\"id\":%s,\"ok\":true,\"result\":{\"outputs\": []}}\\n' \"$id\";;\n"
+	"  bad_spec:*) printf '{\"id\":%s,\"ok\":true,\"result\":{\"outputs\": [], "
+	"\"module_mode\": \"eval\"}}\\n' \"$id\";;\n"
+	"  no_mode:*) printf '{\"id\":%s,\"ok\":true,\"result\":{\"args\": [], \"params\": [], "
+	"\"outputs\": [{\"dtype\": \"float32\", \"shape\": [4]}]}}\\n' \"$id\";;\n"
 	"  forward_raised:*) printf '{\"id\":%s,\"ok\":false,\"error\":{\"code\": "
 	"\"task.forward_raised\", \"message\": \"forward() raised at model.py:7\"}}\\n' \"$id\";;\n"
 	"  esac\n"
@@ -388,6 +391,14 @@ static void test_bridge_and_describe(void **state)
 	assert_int_equal(step_describe(&f.r), -1);
 	assert_string_equal(reason_code(&f.r), "task.unsupported");
 	assert_false(f.r.spec_loaded);
+	fixture_free(&f);
+
+	/* A bridge that does not say it described the task in the evaluation's module mode (an
+	 * older bridge): the environment's failure, never a check against the other mode. */
+	bridge_fixture(&f, script, sizeof script, "no_mode");
+	assert_int_equal(step_bridge_ready(&f.r), 0);
+	assert_int_equal(step_describe(&f.r), -1);
+	assert_string_equal(reason_code(&f.r), "env.bridge");
 	fixture_free(&f);
 
 	bridge_fixture(&f, script, sizeof script, "forward_raised");
