@@ -24,12 +24,16 @@ import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# Python-level names (torch.<name>) that may be called: tensor allocation only.
+# Python-level names (torch.<name>) that may be called: tensor allocation, metadata, and the
+# torch.<f> spellings of the views and copies ALLOWED_TENSOR allows as methods (torch.flatten(x, 1)
+# is x.flatten(1); issue 46).
 ALLOWED_TORCH = frozenset({
     "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
     "full_like", "tensor", "as_tensor", "is_tensor", "is_floating_point", "is_complex", "numel",
     "result_type", "promote_types", "can_cast", "device", "Size", "finfo", "iinfo",
     "get_default_dtype",
+    "flatten", "unflatten", "reshape", "permute", "transpose", "t", "squeeze", "unsqueeze",
+    "narrow", "select", "split", "chunk", "unbind", "as_strided", "detach", "clone",
 })
 # Tensor methods and properties (torch.Tensor.<name>): metadata, views, copies, allocation.
 ALLOWED_TENSOR = frozenset({
@@ -43,7 +47,7 @@ ALLOWED_TENSOR = frozenset({
     # views
     "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze",
     "permute", "transpose", "t", "expand", "expand_as", "narrow", "select", "unbind", "split",
-    "chunk", "as_strided", "detach", "__getitem__",
+    "chunk", "as_strided", "unfold", "detach", "__getitem__",
     # copies and allocation
     "contiguous", "to", "cuda", "cpu", "clone", "copy_", "float", "half", "bfloat16", "double",
     "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided",
@@ -62,7 +66,7 @@ ALLOWED_ATEN = frozenset({
     "split_with_sizes", "unbind", "chunk", "flatten", "unflatten", "detach", "view_as",
     "contiguous", "clone", "copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize",
     "_local_scalar_dense", "is_same_size", "sym_size", "sym_stride", "sym_numel",
-    "sym_storage_offset", "unsafe_split", "unsafe_chunk", "record_stream",
+    "sym_storage_offset", "unsafe_split", "unsafe_chunk", "record_stream", "unfold",
 })
 _BASIC_INDEX = (int, slice, type(None), type(Ellipsis))
 
@@ -97,6 +101,8 @@ def function_allowed(name: str, args: tuple[Any, ...]) -> bool:
         if member == "__getitem__":  # tensor (advanced) indices gather: compute
             return len(args) > 1 and _basic_index(args[1])
         return member in ALLOWED_TENSOR
+    if name.startswith("torch.functional."):  # torch.split is torch.functional.split
+        name = "torch." + name.removeprefix("torch.functional.")
     if name.startswith("torch.") and name.count(".") == 1:
         return name.removeprefix("torch.") in ALLOWED_TORCH
     return False

@@ -168,6 +168,11 @@ _DEFERRED = {  # compute that runs later than the line it appears on
     ("cuda", "make_graphed_callables"): "CUDA graph capture",
     ("cuda", "graph_pool_handle"): "CUDA graph capture",
 }
+# torch.jit.script and torch.jit.trace compile the file's own functions (source the check has
+# read) and torch's modules: compute run later, as torch.compile (a note under kernelbench; CUDA-L1
+# scripts its torch layers). The rest of torch.jit stays tampering (load, CompilationUnit from a
+# string, fork, the private modules).
+_JIT_DEFERRED = frozenset({("jit", "script"), ("jit", "trace")})
 _COMPUTE_NAMESPACES = (("nn", "functional"), ("nn", "init"), ("linalg",), ("fft",), ("special",),
                        ("sparse",), ("nested",), ("masked",), ("ops",), ("distributions",))
 _BACKEND_FLAGS = frozenset({"allow_tf32", "benchmark", "deterministic", "enabled",
@@ -179,6 +184,17 @@ _CONTAINER_METHODS = frozenset(
     n for t in (list, dict, set, frozenset, tuple, str, bytes, int, float, complex)
     for n in dir(t) if not n.startswith("_"))
 _PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property"})
+# Class decorators that return the class they are given (so the name is still the file's class).
+_SAME_CLASS_DECORATORS = frozenset({("dataclasses", "dataclass"), ("functools", "total_ordering")})
+# Methods of nn.Module that iterate over its own modules and tensors, and the attributes that
+# would let other objects in (ModuleList.insert does not check its argument either).
+_OWN_ITERATORS = frozenset({"modules", "children", "parameters", "buffers"})
+_MODULE_INTERNALS = frozenset({"_modules", "_parameters", "_buffers"})
+# Methods that read a dict.
+_DICT_READS = frozenset({"get", "items", "keys", "values", "copy"})
+# Builtins that make a new object.
+_FRESH_BUILTINS = frozenset({"dict", "list", "set", "tuple", "frozenset", "int", "float", "str",
+                             "bool", "bytes", "complex", "range", "enumerate", "zip", "object"})
 _INIT_HOOKS = frozenset({"reset_parameters", "_reset_parameters"})  # called by torch's __init__s
 _MAIN_GUARD = "__main__"
 
@@ -425,6 +441,42 @@ class _Class:
     is_function: bool  # subclasses torch.autograd.Function
 
 
+class _Counts(dict[str, int]):
+    def __missing__(self, key: str) -> int:
+        return 0
+
+
+def _binding_names(n: ast.AST) -> list[str]:
+    """The names one node binds, in any scope (for classes bound once, by their statement)."""
+    if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+        return [n.id]
+    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [n.name]
+    if isinstance(n, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in n.names]
+    if isinstance(n, ast.arg):
+        return [n.arg]
+    if isinstance(n, (ast.Global, ast.Nonlocal)):
+        return list(n.names)
+    bound = _binds(n)
+    return [bound] if bound and not isinstance(n, ast.ClassDef) else []
+
+
+def _attr_bindings(target: ast.AST, value: ast.AST | None, out: list[tuple[str, ast.AST | None]],
+                   names: bool = False) -> None:
+    """(attribute name, value) for each attribute a target binds (x.a = v; in a class body, with
+    names, a = v); value None where it is not known (tuple unpacking, loops, with)."""
+    if isinstance(target, ast.Attribute) or (names and isinstance(target, ast.Name)):
+        out.append((target.attr if isinstance(target, ast.Attribute) else target.id, value))
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(
+            value.elts) == len(target.elts) else [None] * len(target.elts)
+        for t, v in zip(target.elts, values, strict=True):
+            _attr_bindings(t, v, out, names)
+    elif isinstance(target, ast.Starred):
+        _attr_bindings(target.value, None, out, names)
+
+
 class _Checker:
     def __init__(self, filename: str, tree: ast.Module, f: Facts) -> None:
         self.file = filename
@@ -443,11 +495,18 @@ class _Checker:
         self.loads: dict[int, set[str]] = {}  # scope key -> names and attribute names it loads
         self.ext_names: set[str] = set()  # names bound to a load_inline(...) module
         self.ext_attrs: set[str] = set()  # self.<attr> bound to one
+        self.ext_funcs: set[str] = set()  # functions and methods that return one
         self.seen: set[tuple[int, str]] = set()
         self.nodes: list[ast.AST] = list(ast.walk(tree))  # every node, walked once
         self.assigns = [n for n in self.nodes if isinstance(n, (ast.Assign, ast.AnnAssign,
                                                                   ast.NamedExpr))]
         self.loop_vars: dict[int, set[str]] = {}
+        self.own_classes: set[str] = set()  # module-level classes bound once, by their class
+        self.binding_counts = _Counts({})  # how often the file binds each name
+        self.bound_attrs: set[str] = set()  # attribute names the file binds (x.a = ..., class body)
+        self.held: set[str] = set()  # ... to something that may be a class or module
+        self.module_internals = False  # names nn.Module's _modules or calls x.insert(...)
+        self.held_all = False  # the file writes some __dict__: any attribute may hold anything
 
     @staticmethod
     def _key(scope: _Def | None) -> int:
@@ -505,26 +564,47 @@ class _Checker:
         for node in self.nodes:
             if isinstance(node, ast.ClassDef):
                 self._collect_class(node)
-        self._collect_extensions()
         self._register(self.tree.body, None)
+        self._collect_extensions()
+        self._collect_held()
 
     def _collect_extensions(self) -> None:
-        """Names and self attributes that hold a built extension module (ext = load_inline(...);
-        self.ext = ext): their functions are the candidate's own, whatever they are named."""
-        def is_ext(value: ast.AST) -> bool:
+        """Names, attributes and getters that hold a built extension module (ext =
+        load_inline(...); self.ext = ext; a class attribute ext = load_inline(...); a def that
+        returns one, such as an lru_cache'd loader): their functions are the candidate's own,
+        whatever they are named."""
+        getters = [d for d in self.defs.values() if not d.nested]
+
+        def is_ext(value: ast.AST | None) -> bool:
             if isinstance(value, ast.Name):
                 return value.id in self.ext_names
-            return isinstance(value, ast.Call) and any(
-                c[:3] == ("torch", "utils", "cpp_extension") and c[-1] in ("load_inline", "load")
-                for c in self.resolve(value.func))
+            if isinstance(value, ast.Attribute):
+                return value.attr in self.ext_attrs
+            if not isinstance(value, ast.Call):
+                return False
+            f = value.func
+            if isinstance(f, ast.Name) and f.id in self.ext_funcs:
+                return True
+            if isinstance(f, ast.Attribute) and f.attr in self.ext_funcs and not self.resolve(f):
+                return True
+            return any(c[:3] == ("torch", "utils", "cpp_extension") and c[-1] in ("load_inline",
+                                                                                   "load")
+                       for c in self.resolve(f))
+        class_body = {id(s) for n in self.nodes if isinstance(n, ast.ClassDef) for s in n.body}
         for _ in range(4):
             for node in self.assigns:
                 if isinstance(node, ast.Assign) and is_ext(node.value):
                     for t in node.targets:
                         if isinstance(t, ast.Name):
                             self.ext_names.add(t.id)
-                        elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name):
+                            if id(node) in class_body:
+                                self.ext_attrs.add(t.id)
+                        elif isinstance(t, ast.Attribute):
                             self.ext_attrs.add(t.attr)
+            for d in getters:
+                returns = [n.value for n in _own_nodes(d.node) if isinstance(n, ast.Return)]
+                if returns and all(is_ext(r) for r in returns):
+                    self.ext_funcs.add(d.name)
 
     def _register(self, stmts: list[ast.stmt], cls: str | None) -> None:
         """The defs forward reachability reasons about (module-level functions, methods of
@@ -675,6 +755,10 @@ class _Checker:
         rest = chain[1:]
         if not rest:
             return None
+        if rest in _JIT_DEFERRED:
+            return "deferred", (f"{name} is torch compute (TorchScript runs the torch ops it "
+                                f"compiled later, where the harness cannot refuse them): "
+                                f"{_COMPUTE_HINT}")
         if rest[0] in _TORCH_DENIED:
             return "tamper", (f"torch.{rest[0]} is not allowed in candidate code "
                               f"({_TORCH_DENIED[rest[0]]})")
@@ -796,8 +880,11 @@ class _Checker:
             if issue is not None:
                 self.add(node, TAMPERING if issue[0] == "tamper" else COMPUTE, issue[1])
         own = isinstance(base, ast.Name) and base.id == "self"
+        new = (isinstance(base, ast.Call) and isinstance(base.func, ast.Name)
+               and base.func.id == "super" and scope is not None and scope.name == "__new__")
         for i, a in enumerate(attrs):
-            if not (own and i == 0 and a in _OWN_DUNDER_ATTRS):
+            if not ((own and i == 0 and a in _OWN_DUNDER_ATTRS) or (new and i == 0 and
+                                                                    a == "__new__")):
                 self.attr_name(node, a)
         self.loads.setdefault(self._key(scope), set()).update(attrs)
         if isinstance(base, ast.Name):
@@ -931,39 +1018,215 @@ class _Checker:
             first = parent.args[0] if parent.args else None
             if isinstance(first, ast.Name) and first.id == own:
                 return
+            if isinstance(first, ast.Constant) and first.value is None:
+                return  # Fn.forward(None, x): ctx.attr = ... on None cannot patch anything
         self.tamper(node, f"{base.id}.{attrs[0]} outside a call on its own instance",
                     "it can set attributes of any object")
 
     def attr_store(self, node: ast.Attribute, scope: _Def | None) -> None:
-        """Setting attributes: only of self (cls, ctx), or of a loop variable over self's
-        modules/parameters; torch.backends flags anywhere."""
+        """Setting attributes: of the candidate's own objects only (self, cls, ctx; a class of
+        the file; type(self); a loop variable over self's modules/parameters), and deeper only
+        through objects the file makes (self.conv.weight.data = ...), not through ones that may
+        be a class or module (self.ev = torch.cuda.Event; self.ev.elapsed_time = ...);
+        torch.backends flags anywhere."""
         chains = self.resolve(node)
         if any(c[:2] == ("torch", "backends") and c[-1] in _BACKEND_FLAGS for c in chains):
             return
-        root: ast.AST = node
+        path: list[ast.AST] = []  # the objects between the root and the one whose attr is set
+        root: ast.AST = node.value
         while isinstance(root, (ast.Attribute, ast.Subscript)):
+            path.append(root)
             root = root.value
-        if isinstance(root, ast.Name) and not chains and scope is not None and \
-                (root.id == scope.first_param or root.id in self._self_loop_vars(scope)):
-            return
         what = ".".join(next(iter(chains))) if chains else ast.unparse(node)[:80]
-        self.tamper(node, f"setting {what}", "only attributes of self (cls, ctx) may be set: "
+        if not chains and self._own_root(root, scope):
+            why = self._held_path(path)
+            if why is None:
+                return
+            self.tamper(node, f"setting {what}", why)
+            return
+        self.tamper(node, f"setting {what}", "only attributes of the candidate's own objects "
+                                             "(self, cls, ctx, its classes) may be set: "
                                              "monkeypatching changes what the harness runs")
 
+    def _own_root(self, root: ast.AST, scope: _Def | None) -> bool:
+        """The candidate's own object: self (cls, ctx) not rebound in its method, a loop variable
+        over self's modules or parameters, a class of the file (bound once, by its class
+        statement), or type(self)."""
+        if isinstance(root, ast.Call):
+            f = root.func
+            return (isinstance(f, ast.Name) and f.id == "type" and not self.binding_counts["type"]
+                    and len(root.args) == 1 and not root.keywords and scope is not None
+                    and isinstance(root.args[0], ast.Name)
+                    and root.args[0].id == scope.first_param
+                    and not self._rebound(scope, scope.first_param))
+        if not isinstance(root, ast.Name):
+            return False
+        if root.id in self.own_classes:
+            return True
+        if scope is None:
+            return False
+        if root.id == scope.first_param:
+            return not self._rebound(scope, root.id)
+        return root.id in self._self_loop_vars(scope)
+
+    def _rebound(self, scope: _Def, name: str | None) -> bool:
+        """Whether a def assigns name in its own body (a parameter rebound: self = other)."""
+        return any(isinstance(n, ast.Name) and n.id == name and
+                   isinstance(n.ctx, (ast.Store, ast.Del)) for n in _own_nodes(scope.node))
+
+    def _held_path(self, path: list[ast.AST]) -> str | None:
+        """Why a store through these objects may patch a class or module, or None: each
+        attribute on the way must be bound, wherever this file binds it, to an object made there
+        (a call of a torch class or function, a class of the file, load_inline, a literal); no
+        item on the way (a list, a dict, even an nn.ModuleList, can be given a class)."""
+        for p in path:
+            if isinstance(p, ast.Subscript):
+                return ("an item reached this way may be a class or module (containers can hold "
+                        "any object), so setting its attributes could patch what the harness "
+                        "runs")
+            if isinstance(p, ast.Attribute) and (self.held_all or p.attr in self.held):
+                return (f"{p.attr} is bound in this file to something that may be a class or "
+                        "module (not an object made here), so setting its attributes could "
+                        "patch what the harness runs")
+        return None
+
     def _self_loop_vars(self, scope: _Def) -> set[str]:
+        """Loop variables over self's own modules or parameters (for m in self.modules(), for p
+        in self.conv.parameters()), bound only by their loop, in a file that does not reach
+        into what those iterate (_modules, ModuleList.insert, __dict__ writes, its own
+        modules() method: each could put a class there)."""
         names = self.loop_vars.get(id(scope.node))
         if names is not None:
             return names
         names = self.loop_vars[id(scope.node)] = set()
-        if scope.first_param is None:
+        if scope.first_param is None or self._rebound(scope, scope.first_param) or \
+                self.held_all or self.module_internals:
             return names
         for sub in _own_nodes(scope.node):
-            if isinstance(sub, ast.For) and isinstance(sub.target, ast.Name):
-                attrs, base = _flat_chain(sub.iter.func if isinstance(sub.iter, ast.Call)
-                                          else sub.iter)
-                if isinstance(base, ast.Name) and base.id == scope.first_param:
-                    names.add(sub.target.id)
+            if not (isinstance(sub, ast.For) and isinstance(sub.target, ast.Name)):
+                continue
+            it = sub.iter
+            if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and
+                    it.func.attr in _OWN_ITERATORS and it.func.attr not in self.methods and
+                    it.func.attr not in self.bound_attrs and not it.args and not it.keywords):
+                continue
+            it = it.func.value
+            path: list[ast.AST] = []
+            while isinstance(it, (ast.Attribute, ast.Subscript)):
+                path.append(it)
+                it = it.value
+            if isinstance(it, ast.Name) and it.id == scope.first_param and \
+                    self._held_path(path) is None and sum(
+                        isinstance(n, ast.Name) and n.id == sub.target.id
+                        and isinstance(n.ctx, (ast.Store, ast.Del))
+                        for n in _own_nodes(scope.node)) == 1:
+                names.add(sub.target.id)
         return names
+
+    # -- what the file binds (own classes; attributes that may hold a class or module) --
+    def _collect_held(self) -> None:
+        counts: dict[str, int] = {}
+        for n in self.nodes:
+            for name in _binding_names(n):
+                counts[name] = counts.get(name, 0) + 1
+        self.binding_counts = _Counts(counts)
+        for n in self.tree.body:
+            if isinstance(n, ast.ClassDef) and counts.get(n.name) == 1 and all(
+                    any(c in _SAME_CLASS_DECORATORS for c in self.resolve(
+                        d.func if isinstance(d, ast.Call) else d)) for d in n.decorator_list):
+                self.own_classes.add(n.name)
+        bindings: list[tuple[str, ast.AST | None]] = []
+        parents = {id(c): n for n in self.nodes for c in ast.iter_child_nodes(n)}
+        for n in self.nodes:
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    _attr_bindings(t, n.value, bindings)
+            elif isinstance(n, (ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+                _attr_bindings(n.target, n.value, bindings)
+            elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
+                _attr_bindings(n.target, None, bindings)
+            elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+                _attr_bindings(n.optional_vars, None, bindings)
+            elif isinstance(n, ast.ClassDef):
+                for item in n.body:
+                    if isinstance(item, ast.Assign):
+                        for t in item.targets:
+                            _attr_bindings(t, item.value, bindings, names=True)
+                    elif isinstance(item, ast.AnnAssign) and item.value is not None:
+                        _attr_bindings(item.target, item.value, bindings, names=True)
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
+                    n.func.id == "setattr" and len(n.args) == 3:
+                lit = _literal_name(n.args[1])
+                if lit is not None:
+                    bindings.append((lit, n.args[2]))
+            if isinstance(n, ast.Attribute) and n.attr == "__dict__":
+                self._dict_use(n, parents, bindings)
+            elif isinstance(n, ast.Attribute) and (n.attr in _MODULE_INTERNALS or (
+                    n.attr == "insert" and isinstance(parents.get(id(n)), ast.Call))):
+                self.module_internals = True
+        for name, value in bindings:
+            self.bound_attrs.add(name)
+            if not self._fresh(value):
+                self.held.add(name)
+
+    def _dict_use(self, node: ast.Attribute, parents: dict[int, ast.AST],
+                  bindings: list[tuple[str, ast.AST | None]]) -> None:
+        """x.__dict__ read (extra_repr's keys, items, get, x.__dict__[k]) or written with a
+        literal key (a binding of that attribute); any other use may bind any attribute."""
+        up = parents.get(id(node))
+        call = parents.get(id(up))
+        if isinstance(up, ast.Attribute) and up.attr in _DICT_READS and \
+                isinstance(call, ast.Call) and call.func is up:
+            return
+        if isinstance(up, ast.Subscript) and up.value is node:
+            if isinstance(up.ctx, ast.Load):
+                return
+            key = _literal_name(up.slice)
+            assign = parents.get(id(up))
+            if key is not None and isinstance(assign, ast.Assign) and up in assign.targets:
+                bindings.append((key, assign.value))
+                return
+        if isinstance(up, (ast.comprehension, ast.For)) and up.iter is node:
+            return
+        if isinstance(up, ast.Compare) and node in up.comparators:
+            return
+        if isinstance(up, ast.Call) and node in up.args and isinstance(up.func, ast.Name) and \
+                up.func.id in ("len", "sorted", "list", "dict", "set", "tuple", "repr", "str"):
+            return
+        self.held_all = True
+
+    def _fresh(self, value: ast.AST | None) -> bool:
+        """Whether an expression makes a new object (or a literal): never a class, module or
+        function that torch or the harness shares."""
+        if isinstance(value, (ast.Constant, ast.JoinedStr, ast.List, ast.Tuple, ast.Set,
+                              ast.Dict, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+                              ast.BinOp, ast.UnaryOp, ast.Lambda)):
+            return True
+        if isinstance(value, ast.IfExp):
+            return self._fresh(value.body) and self._fresh(value.orelse)
+        if not isinstance(value, ast.Call):
+            return False
+        f = value.func
+        chains = self.resolve(f)
+        if chains:
+            return all(self._fresh_chain(c) for c in chains)
+        if isinstance(f, ast.Name):
+            return f.id in self.own_classes or (
+                f.id in _FRESH_BUILTINS and not self.binding_counts[f.id])
+        if isinstance(f, ast.Attribute):
+            if f.attr == "__new__" and isinstance(f.value, ast.Call) and \
+                    isinstance(f.value.func, ast.Name) and f.value.func.id == "super":
+                return True  # super().__new__(cls) in a __new__: an instance of the file's class
+            return f.attr in self.f.tensor_methods and f.attr not in self.methods
+        return False
+
+    def _fresh_chain(self, c: Chain) -> bool:
+        if c[0] != "torch":
+            return c[-1][:1].isupper() and c[0] in ALLOWED_IMPORTS
+        if c[:3] == ("torch", "utils", "cpp_extension") and c[-1] in ("load_inline", "load"):
+            return True
+        return c[-1][:1].isupper() or (len(c) == 2 and c[1] in self.f.torch_functions) or (
+            c[1:3] in (("nn", "functional"), ("nn", "init")))
 
     def store(self, node: ast.stmt, scope: _Def | None) -> None:
         targets: list[ast.AST] = []
@@ -1009,9 +1272,12 @@ class _Checker:
         if not isinstance(func, ast.Attribute):
             return False
         recv = func.value
+        if isinstance(recv, ast.Call):  # _load_ext().fn(x), self._ext().fn(x)
+            f = recv.func
+            return (isinstance(f, ast.Name) and f.id in self.ext_funcs) or (
+                isinstance(f, ast.Attribute) and f.attr in self.ext_funcs)
         return (isinstance(recv, ast.Name) and recv.id in self.ext_names) or (
-            isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name)
-            and recv.attr in self.ext_attrs)
+            isinstance(recv, ast.Attribute) and recv.attr in self.ext_attrs)
 
     def reflective(self, node: ast.Call, fn: str, scope: _Def | None,
                    parent: ast.AST | None) -> None:
@@ -1068,12 +1334,41 @@ class _Checker:
         if node.returns is not None:
             self.annotation(node.returns, scope, depth)
             self.visit(node.returns, scope, node, depth + 1)
-        if _dunder(node.name) and node.name not in _SAFE_DUNDER_DEFS:
+        if node.name == "__new__" and cls is not None and not self._new_allowed(cls):
+            self.tamper(node, f"defining __new__ in {cls}",
+                        "the harness constructs ModelNew, and a __new__ of ModelNew or of a class "
+                        "it inherits from decides what object it gets (the reference Model, for "
+                        "one); a helper class of the file may define one")
+        elif _dunder(node.name) and node.name not in _SAFE_DUNDER_DEFS and not (
+                node.name == "__new__" and cls is not None):
             self.tamper(node, f"defining {node.name}", "it hooks into how the harness and torch "
                                                        "use objects")
         d = self.defs.get(id(node)) or self._make_def(node, cls, scope, True)
         for stmt in node.body:
             self.visit(stmt, d, node, depth + 1)
+
+    def _new_allowed(self, cls: str) -> bool:
+        """A __new__ (a singleton loader) is the file's business in a class that ModelNew, bound
+        once as a class of the file, neither is nor inherits from; every base on ModelNew's
+        way up must be a class of the file or an imported one (an alias could hide one)."""
+        if "ModelNew" not in self.own_classes or cls not in self.own_classes:
+            return False
+        lineage, todo = set(), ["ModelNew"]
+        while todo:
+            name = todo.pop()
+            if name in lineage:
+                continue
+            lineage.add(name)
+            node = next((n for n in self.tree.body
+                         if isinstance(n, ast.ClassDef) and n.name == name), None)
+            if node is None:
+                return False
+            for b in node.bases:
+                if isinstance(b, ast.Name) and b.id in self.own_classes:
+                    todo.append(b.id)
+                elif not self.resolve(b):
+                    return False
+        return cls not in lineage
 
     def klass(self, node: ast.ClassDef, scope: _Def | None, depth: int) -> None:
         if _dunder(node.name):
@@ -1229,12 +1524,13 @@ class _Checker:
         for d in self.defs.values():
             if live is not None and id(d.node) not in live:
                 continue
+            where = {"forward": "", "__init__": ", which builds what forward() runs"}.get(
+                d.name, ", which forward() can reach")
             for n in _own_nodes(d.node):
                 if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try))):
                     found.append(Finding(
                         self.file, getattr(n, "lineno", 0), FALLBACK,
-                        f"a try statement in {d.name}()"
-                        f"{'' if d.name == 'forward' else ', which forward() can reach'}: "
+                        f"a try statement in {d.name}(){where}: "
                         "under the kernelbench rules a kernel that fails must fail, not fall "
                         "back to other code (KernelBench's code_bypass check)"))
                     break

@@ -50,6 +50,26 @@ def test_honest_idioms_pass_and_layout_ops_are_compute() -> None:
         assert r.refused == op
 
 
+def test_torch_spellings_of_views_pass_and_unfold_is_a_view() -> None:
+    """Issue 46: torch.flatten(x, 1) is x.flatten(1) (leaderboard AlexNet and VGG candidates
+    call it between their kernels), and so on for every view and copy Tensor allows; x.unfold
+    is a strided view (a ViT's patches); F.unfold (im2col) and the layout ops stay compute."""
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad(), Refusal() as r:
+        views = [torch.flatten(x, 1), torch.unflatten(x, 1, (3, 1)), torch.reshape(x, (-1,)),
+                 torch.permute(x, (0, 2, 3, 1)), torch.transpose(x, 0, 1), torch.t(x[0, 0]),
+                 torch.squeeze(x), torch.unsqueeze(x, 0), torch.narrow(x, 0, 0, 1),
+                 torch.select(x, 0, 0), *torch.split(x, 1), *torch.chunk(x, 2),
+                 *torch.unbind(x), torch.as_strided(x, (2,), (1,)), torch.detach(x),
+                 torch.clone(x), x.unfold(2, 4, 4).unfold(3, 4, 4).contiguous()]
+    assert r.refused is None and views[-1].shape == (2, 3, 2, 2, 4, 4)
+    for fn, op in [(lambda: torch.nn.functional.unfold(x, 2), "torch.nn.functional.unfold"),
+                   (lambda: torch.cat([x, x]), "torch.cat")]:
+        with torch.no_grad(), Refusal() as r, pytest.raises(TorchComputeRefused):
+            fn()
+        assert r.refused == op
+
+
 def test_refused_in_follows_causes_and_keeps_the_first_op() -> None:
     with Refusal() as r:
         try:

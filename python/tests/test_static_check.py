@@ -301,7 +301,8 @@ ROUTES: list[tuple[str, str, str, int, str]] = [
     ("dynamo", "torch._dynamo.reset()\n", T, 3, "torch._dynamo"),
     ("library", "lib = torch.library.Library('aten', 'IMPL')\n", T, 3, "torch.library"),
     ("ops_load", "torch.ops.load_library('/tmp/x.so')\n", T, 3, "loads native code"),
-    ("jit", "f = torch.jit.script(lambda x: x)\n", T, 3, "torch.jit"),
+    ("jit", "cu = torch.jit.CompilationUnit('def f(x): return x')\n", T, 3, "torch.jit"),
+    ("jit_load", "m = torch.jit.load('/plan.pt')\n", T, 3, "torch.jit"),
     ("torch_load", "w = torch.load('/plan.json')\n", T, 3, "torch.load"),
     ("utils_data", "from torch.utils.data import DataLoader\n", T, 3, "torch.utils.data"),
     ("multiprocessing", "import torch.multiprocessing as mp\n", T, 3, "starts processes"),
@@ -541,6 +542,10 @@ ROUTES: list[tuple[str, str, str, int, str]] = [
              return self.out
      """, C, 7, "CUDA graph capture"),
     ("vmap", "f = torch.vmap(torch.sin)\n", C, 3, "torch.vmap"),
+    ("jit_script", "f = torch.jit.script(lambda x: x)\n", C, 3,
+     "torch.jit.script is torch compute"),
+    ("jit_trace", "f = torch.jit.trace(nn.ReLU(), torch.ones(1))\n", C, 3,
+     "torch.jit.trace is torch compute"),
 ]
 
 

@@ -50,7 +50,7 @@ static const char *const allowed_ops[] = {
 	"tensor", "tensor_bool", "tensor_complex", "tensor_float", "tensor_int", "to_device",
 	"to_dtype", "to_dtype_layout", "to_other", "to_prim_Device", "to_prim_dtype",
 	"to_prim_other", "transpose_Dimname", "transpose_int", "unbind_Dimname", "unbind_int",
-	"unflatten_Dimname", "unflatten_int", "unsafe_chunk", "unsafe_split_Tensor",
+	"unflatten_Dimname", "unflatten_int", "unfold", "unsafe_chunk", "unsafe_split_Tensor",
 	"unsafe_split_Tensor_out", "unsqueeze", "view", "view_as", "view_dtype", "zero_", "zeros",
 	"zeros_like", "zeros_like_out", "zeros_names", "zeros_names_out", "zeros_out",
 };

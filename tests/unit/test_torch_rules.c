@@ -230,6 +230,8 @@ static const char *const honest[] = {
 	"_ZN2at4_ops13transpose_int4callERKNS_6TensorEll",
 	"_ZN2at4_ops15to_dtype_layout4callERKNS_6TensorESt8optionalIN3c1010ScalarTypeEES5_INS6_6LayoutEES5_INS6_6DeviceEES5_IbEbbS5_INS6_12MemoryFormatEE",
 	"_ZN2at4_ops18flatten_using_ints4callERKNS_6TensorEll",
+	"_ZN2at4_ops6unfold4callERKNS_6TensorElll", /* x.unfold(d, size, step): a view */
+	"_ZN2at4_ops13record_stream4callERNS_6TensorEN3c106StreamE", /* a side stream's bookkeeping */
 	"_ZN2at4_ops19empty_memory_format4callEN3c108ArrayRefINS2_6SymIntEEESt8optionalINS2_10ScalarTypeEES6_INS2_6LayoutEES6_INS2_6DeviceEES6_IbES6_INS2_12MemoryFormatEE",
 	"_ZN2at4_ops4full4callEN3c108ArrayRefINS2_6SymIntEEERKNS2_6ScalarESt8optionalINS2_10ScalarTypeEES9_INS2_6LayoutEES9_INS2_6DeviceEES9_IbE",
 	"_ZN2at4_ops4ones4callEN3c108ArrayRefINS2_6SymIntEEESt8optionalINS2_10ScalarTypeEES6_INS2_6LayoutEES6_INS2_6DeviceEES6_IbE",
