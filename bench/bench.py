@@ -17,7 +17,11 @@ Measures, on the machine it runs on (printed first):
     at a time) and the processes started after the build (CUDA_AGENT_NVCC_THREADS=1,
     CUDA_AGENT_NVCC_SPLIT=0, CUDA_AGENT_START_AFTER_BUILD=1), and with no sandbox
 (CUDA_AGENT_SANDBOX=0: what the build sandbox costs, with the worker's few ms), alternating
-(--iteration-modes picks some).
+(--iteration-modes picks some);
+  - kbbuild (issue 46 item 5): the build of a small KernelBench file (load_inline C++ and CUDA
+    sources) beside the small native kernel's: cold, and warm as edited each time (CUDA source
+    only; both sources), p50 of --kb-iterations (3), with and without the precompiled torch
+    header (CUDA_AGENT_TORCH_PCH=0, docs/torch-build.md).
 Writes every raw number to bench.json (in $OUT if set) and prints a table.
 """
 from __future__ import annotations
@@ -219,8 +223,101 @@ def iteration(build: Path, env: dict[str, str], n: int, report: dict,
     return rows
 
 
+# The `kbbuild` part (issue 46 item 5): a small KernelBench file's build (load_inline C++ and
+# CUDA sources, torch_build) beside the small native kernel's, cold and warm, with and without
+# the precompiled torch header (CUDA_AGENT_TORCH_PCH=0, docs/torch-build.md).
+KB_TASK = ROOT / "tests/adversarial/tasks/scale_add"
+KB_SOL = ROOT / "tests/adversarial/honest/kb_scale_add/model_new.py"
+KB_MODES: tuple[tuple[str, dict[str, str]], ...] = (
+    ("now", {}), ("no torch pch", {"CUDA_AGENT_TORCH_PCH": "0"}))
+
+
+def kb_edit(text: str, tag: str, both: bool) -> str:
+    """KB_SOL as an agent's edit: a comment added to its CUDA source (and C++ source)."""
+    at = text.index("scale_add_ext = load_inline(")
+    lines = f'scale_add_cuda += "\\n// bench edit {tag}\\n"\n'
+    if both:
+        lines += f'scale_add_cpp += "\\n// bench edit {tag}\\n"\n'
+    return text[:at] + lines + text[at:]
+
+
+def kb_builds(build: Path, env: dict[str, str], n: int, report: dict) -> list[tuple[str, str, str]]:
+    """Build seconds, side by side: the small native kernel (cold: a fresh cache; warm: eval
+    --no-cache, p50 of n) and KB_SOL in each KB_MODES mode, each with a cache of its own: cold
+    (the first build, torch's flags asked), then warm, edited each time as an agent would (its
+    CUDA source only: main.cpp cached; both sources: both units compiled), p50 of n after one
+    uncounted edit (where the precompiled header is built: the second time its key is seen).
+    The warm builds alternate between the modes, one evaluation each."""
+    def secs(r: dict) -> float:
+        return float((r.get("build") or {}).get("seconds") or 0.0)
+
+    tmp = Path(tempfile.mkdtemp(prefix="ca-bench-kb-"))
+    rows: list[tuple[str, str, str]] = []
+    out: dict[str, dict] = {}
+    try:
+        e = dict(env, CUDA_AGENT_CACHE=str(tmp / "native"))
+        cold, _ = cli(build, ["eval", "--json", "--no-cache", str(SMALL_TASK), str(SMALL_SOL)], e)
+        warm, _ = cli(build, ["eval", "--json", "--no-cache", str(SMALL_TASK)]
+                      + [str(SMALL_SOL)] * (n + 1), e)
+        native = {"cold_s": secs(cold[0]), "warm_s": [secs(r) for r in warm[1:]]}
+        out["native small kernel"] = native
+        nat50 = pct_of(native["warm_s"], 0.5)
+        rows.append(("native small kernel build, cold / warm p50",
+                     f"{native['cold_s']:.2f} / {nat50:.2f} s", "-"))
+        text = KB_SOL.read_text()
+        envs = {mode: dict(env, CUDA_AGENT_CACHE=str(tmp / mode.replace(" ", "_")), **extra)
+                for mode, extra in KB_MODES}
+        cases: dict[str, dict] = {mode: {"reasons": set()} for mode in envs}
+        kinds = (("cuda edited", False), ("both edited", True))
+
+        def one(mode: str, path: Path, kind: str = "", both: bool = False,
+                tag: str = "") -> float | None:
+            """The build's seconds, None when it did not build (the message is kept)."""
+            if kind:
+                path.write_text(kb_edit(text, f"{mode} {kind} {tag}", both))
+            [r], _ = cli(build, ["eval", "--json", str(KB_TASK), str(path)], envs[mode])
+            reason = r.get("reason") or {}
+            cases[mode]["reasons"].add(reason.get("code"))
+            if (r.get("build") or {}).get("status") != "ok":
+                cases[mode].setdefault("failures", []).append(reason)
+                return None
+            return secs(r)
+
+        for mode in envs:
+            cases[mode]["cold_s"] = one(mode, KB_SOL)
+        for i in range(n + 1):  # the first round is not counted
+            for kind, both in kinds:
+                for mode in envs:
+                    f = tmp / f"{mode.replace(' ', '_')}_{'both' if both else 'cuda'}_{i}.py"
+                    s = one(mode, f, kind, both, str(i))
+                    if i and s is not None:
+                        cases[mode].setdefault(kind, []).append(s)
+        for mode in envs:
+            case = cases[mode]
+            case["reasons"] = sorted(c for c in case["reasons"] if c)
+            out[f"KernelBench file [{mode}]"] = case
+            def shown(xs: list[float]) -> str:
+                if not xs:
+                    return "no build"
+                p50 = pct_of(xs, 0.5)
+                return f"{p50:.2f} s ({p50 / nat50:.1f}x)" if nat50 else f"{p50:.2f} s"
+
+            cold_s = case["cold_s"]
+            rows += [(f"KernelBench file build [{mode}], cold",
+                      "no build" if cold_s is None else f"{cold_s:.2f} s", "-")]
+            for kind, what in (("cuda edited", "CUDA source edited"),
+                               ("both edited", "C++ and CUDA edited")):
+                xs = case.get(kind, [])
+                rows.append((f"  warm, {what} (p50 of {len(xs)})", shown(xs),
+                             "<= 2x native warm"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    report["kernelbench_build"] = {"evaluations": n, "cases": out}
+    return rows
+
+
 # The parts of the benchmark, in the order they run (--only picks some).
-PARTS = ("compile", "first", "small", "fidelity", "fast", "iteration")
+PARTS = ("compile", "first", "small", "fidelity", "fast", "iteration", "kbbuild")
 
 
 def main() -> int:
@@ -233,6 +330,8 @@ def main() -> int:
                     + "; ".join(m for m, _ in ITERATION_MODES))
     ap.add_argument("--iterations", type=int, default=20,
                     help="warm evaluations per case and mode in the iteration part (default 20)")
+    ap.add_argument("--kb-iterations", type=int, default=3,
+                    help="warm builds per edit and mode in the kbbuild part (default 3)")
     args = ap.parse_args()
     only = [p for p in args.only.split(",") if p]
     unknown = sorted(set(only) - set(PARTS))
@@ -340,6 +439,11 @@ def main() -> int:
                 lines.append(f"{name} [{mode}]: {m['evaluations']} evaluations, reasons "
                              f"{m['reasons']}; p50 by step {json.dumps(m['p50_s'])}; "
                              f"p90 {json.dumps(m['p90_s'])}")
+
+    if "kbbuild" in only:  # issue 46 item 5: a KernelBench file's build beside a native one's
+        rows += kb_builds(args.build, env, max(1, args.kb_iterations), report)
+        for name, case in report["kernelbench_build"]["cases"].items():
+            lines.append(f"{name}: {json.dumps(case)}")
 
     (out_dir / "bench.json").write_text(json.dumps(report, indent=2))
     print(f"\n{'measure':52} {'value':>16}   target")

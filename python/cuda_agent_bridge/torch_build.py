@@ -7,17 +7,19 @@ Contract: ``build_workdir`` builds a CUDA-Agent workdir (``binding.cpp``, ``bind
 spec). Each translation unit is compiled once into a content-addressed object cache
 (``<cache>/torch/obj/<key>.o``) by ``c++`` or ``nvcc`` with torch's own flags, in parallel, and the
 objects are linked into ``<cache>/torch/lib/<linkkey>/<name>.so``; both are written under a temp
-name and renamed, so concurrent builders are safe. Only compilers run: the built library is never
-loaded here. The build is candidate code too: a spec's flags must pass an allow list
-(``check_flags``), and every compiler and linker runs in ``cuda-agent sandbox-exec``, writing only
-into a fresh staging directory from which the trusted side copies the checked output into the cache
-(``find_sandbox``, ``_run``, ``_adopt``); errors never quote files outside the candidate's sources
-and the toolkit (``_error_lines``). Before building a workdir, its ``model_new.py`` goes through
-the static check (``static_check``, docs/torch-rules.md): a refused workdir is not compiled and its
-report has status ``refused`` with the reason ``code`` (``hack.harness_tampering``,
-``hack.torch_compute``, ``candidate.load_failed``). The answer is a report dict (``status``,
-``message``, ``errors``, counts, ``hash``, ``modules``, ``code``, ``notes``, ``torch_lib``); the
-CLI prints it as one JSON line on stdout.
+name and renamed, so concurrent builders are safe. A C++ unit that starts with include lines of
+torch's headers compiles with those headers precompiled once per compiler, flags and torch
+(torch_pch: ``<cache>/torch/pch``; its object under a key that says so). Only compilers run: the
+built library is never loaded here. The build is candidate code too: a spec's flags must pass an
+allow list (``check_flags``), and every compiler and linker runs in ``cuda-agent sandbox-exec``,
+writing only into a fresh staging directory from which the trusted side copies the checked output
+into the cache (``find_sandbox``, ``_run``, ``_adopt``); errors never quote files outside the
+candidate's sources and the toolkit (``_error_lines``). Before building a workdir, its
+``model_new.py`` goes through the static check (``static_check``, docs/torch-rules.md): a refused
+workdir is not compiled and its report has status ``refused`` with the reason ``code``
+(``hack.harness_tampering``, ``hack.torch_compute``, ``candidate.load_failed``). The answer is a
+report dict (``status``, ``message``, ``errors``, counts, ``hash``, ``modules``, ``code``,
+``notes``, ``torch_lib``, ``pch``); the CLI prints it as one JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+from . import torch_pch
 
 MAX_SOURCE_BYTES = 4 << 20  # one inline spec (all its strings) / one workdir unit
 MAX_LIST = 64  # entries of one list in a spec
@@ -632,12 +636,28 @@ def _env_key() -> str:
 # ---- inputs -------------------------------------------------------------------------------------
 
 @dataclass
+class _PchPlan:
+    """The precompiled header a C++ unit may use (torch_pch): its key, the include names it
+    holds and the compile command less ``-x c++-header prefix.h``, the dependency file and
+    the output."""
+
+    key: str
+    names: list[str]
+    argv: list[str]
+
+
+@dataclass
 class _Unit:
     rel: str  # path relative to the module's source directory (what the compiler sees)
     data: bytes
     cuda: bool
-    key: str = ""
+    key: str = ""  # what the unit is: its bytes, command, toolchain (the report's hash)
     argv: list[str] = field(default_factory=list)  # without "-o OUT"
+    pch: _PchPlan | None = None
+
+    def pch_obj_key(self) -> str:
+        """The object's cache key when compiled with its precompiled header."""
+        return _digest(["unit+pch", self.key, self.pch.key]) if self.pch else ""
 
 
 @dataclass
@@ -807,6 +827,7 @@ def _plan(module: _Module, arch: str) -> None:
     cflags = [cxx, *common, "-fPIC", "-std=c++17", *module.cflags]
     headers = _digest([x for rel, data in module.headers for x in (rel, data)])
     base = [t.version, sys.version, _env_key(), headers]
+    pch_argv = _pch_argv(module, cxx, common)
     for u in module.units:
         if u.cuda:
             nvcc = _nvcc()
@@ -821,10 +842,51 @@ def _plan(module: _Module, arch: str) -> None:
             versions = [_version(cxx)]
         u.argv = [*argv, "-c", u.rel]
         u.key = _digest(["unit", u.data, "\0".join(u.argv), *versions, *base])
+        u.pch = None if u.cuda or pch_argv is None else _pch_plan(module, u, pch_argv)
     link = ["-shared", *module.ldflags, *_torch_ldflags(module.cuda), f"-Wl,-rpath,{t.lib_dir}"]
     module.link_argv = [cxx, *link]
     module.link_key = _digest(["link", module.name, *[u.key for u in module.units],
                                "\0".join(module.link_argv), _version(cxx), t.version])
+
+
+def _pch_argv(module: _Module, cxx: str, common: list[str]) -> list[str] | None:
+    """The command that precompiles a C++ unit's prefix: the unit's, less the module's name
+    (so modules of any name share the header; gcc refuses the header where a torch header
+    would have read the macro) and the candidate's own include directories (a header read
+    from there is the candidate's text); None when precompiled headers are off."""
+    if torch_pch.mode() == "off":
+        return None
+    own = {f"-I{d}" for d in module.includes if not os.path.isabs(d)}
+    kept = [f for f in common if not f.startswith("-DTORCH_EXTENSION_NAME=") and f not in own]
+    return [cxx, *kept, "-fPIC", "-std=c++17", *module.cflags]
+
+
+def _pch_plan(module: _Module, u: _Unit, argv: list[str]) -> _PchPlan | None:
+    """The unit's precompiled header: the ``#include <...>`` lines it starts with
+    (torch_pch.scan_prefix), up to the first that names one of the candidate's own headers,
+    when one of them is torch's; keyed by everything that changes what gcc makes of them."""
+    own: set[str] = set()
+    for rel, _ in module.headers:
+        own.add(rel)
+        for d in module.includes:
+            if not os.path.isabs(d) and rel.startswith(os.path.normpath(d) + "/"):
+                own.add(rel[len(os.path.normpath(d)) + 1:])
+    names: list[str] = []
+    for name in torch_pch.scan_prefix(u.data):
+        if name in own:
+            break
+        names.append(name)
+    torch_dirs = _torch().include_cpu
+    if not any(os.path.isfile(os.path.join(d, n)) for n in names for d in torch_dirs):
+        return None
+    try:
+        st = os.stat(argv[0])
+        binary = f"{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        binary = "?"
+    key = _digest(["torch-pch/1", "\0".join(argv), "\0".join(names), _version(argv[0]),
+                   binary, _torch().version, sys.version, _env_key()])
+    return _PchPlan(key, names, argv)
 
 
 @dataclass
@@ -944,6 +1006,18 @@ def _run(argv: list[str], cwd: str, deadline: float, stop: threading.Event, sand
     return _Run("ok" if rc == 0 else "failed", text, rc)
 
 
+def _read_staged(path: str, cap: int) -> str:
+    """A text file a sandboxed command wrote (not followed if a link), at most cap bytes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{os.path.basename(path)} is not a regular file")
+        data = f.read(cap + 1)
+    if len(data) > cap:
+        raise ValueError(f"{os.path.basename(path)} has more than {cap} bytes")
+    return data.decode("utf-8", "surrogateescape")
+
+
 def _adopt(staged: str, dest: str, elf_type: int, what: str) -> None:
     """Copies what a sandboxed command left at ``staged`` to ``dest`` (a path the trusted side
     chose) after checking it: a regular file, not a link, at most MAX_ARTIFACT bytes, a 64-bit
@@ -1051,6 +1125,8 @@ def _report(status: str, message: str, start: float, arch: str, **more: Any) -> 
         "modules": more.get("modules", []), "code": more.get("code", ""),
         "notes": more.get("notes", []), "torch_lib": more.get("torch_lib", ""),
         "sandboxed": more.get("sandboxed", False),
+        "pch": more.get("pch", {"mode": torch_pch.mode(), "used": 0, "built": 0,
+                                "fallbacks": 0}),
     }
     return report
 
@@ -1076,6 +1152,12 @@ class _Builder:
         self.work = ""
         self.ro: list[str] = []  # what every command reads besides its sources
         self.shown: tuple[str, ...] = ()  # where files that errors may quote live
+        self.pch = torch_pch.Store(os.path.join(root, "pch"))
+        self.pch_action: dict[str, str] = {}  # PCH key: use, build or plain (this build)
+        self.pch_entries: dict[str, torch_pch.Entry | None] = {}
+        self.pch_locks: dict[str, threading.Lock] = {}
+        self.pch_counts = {"used": 0, "built": 0, "fallbacks": 0}
+        self.obj_of: dict[str, str] = {}  # unit key: the cache key of its object
 
     def build(self, modules: list[_Module], work: str) -> dict[str, Any]:
         os.makedirs(self.obj_dir, exist_ok=True)
@@ -1098,10 +1180,15 @@ class _Builder:
         todo: dict[str, tuple[_Module, _Unit]] = {}
         for m in modules:
             for u in m.units:
-                if os.path.isfile(self._obj(u.key)) or u.key in todo:
+                hit = next((k for k in (u.key, u.pch_obj_key())
+                            if k and os.path.isfile(self._obj(k))), "")
+                if hit or u.key in todo:
                     self.cached += 1
+                    if hit:
+                        self.obj_of[u.key] = hit
                 else:
                     todo[u.key] = (m, u)
+        self._pch_decide([u for _, u in todo.values()])
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             results = list(pool.map(lambda mu: self._compile(*mu), todo.values()))
             failure = next((r for r in results if r is not None), None)
@@ -1116,7 +1203,108 @@ class _Builder:
         return _report("ok", "", self.start, self.arch, compiled=self.compiled,
                        cached=self.cached, all_cached=self.compiled == 0 and self.linked == 0,
                        hash=hashed, modules=listed, torch_lib=_torch().lib_dir,
-                       sandboxed=self.sandbox.exe is not None)
+                       sandboxed=self.sandbox.exe is not None, pch=self.pch_report())
+
+    def pch_report(self) -> dict[str, Any]:
+        return {"mode": torch_pch.mode(), **self.pch_counts}
+
+    # ---- precompiled headers (torch_pch) ----
+
+    def _pch_decide(self, units: list[_Unit]) -> None:
+        """Per precompiled header the units to compile could use: use it (published and
+        vouched for), build it (seen by an earlier build, or CUDA_AGENT_TORCH_PCH=eager), or
+        compile without it (a key seen the first time, which is marked seen; one that failed)."""
+        for u in units:
+            if u.pch is None or u.pch.key in self.pch_action:
+                continue
+            key = u.pch.key
+            if self.pch.failed(key):
+                action = "plain"
+            elif (entry := self.pch.ready(key)) is not None:
+                self.pch_entries[key] = entry
+                action = "use"
+            elif torch_pch.mode() == "eager" or self.pch.seen(key):
+                action = "build"
+            else:
+                self.pch.mark("seen", key)
+                action = "plain"
+            self.pch_action[key] = action
+
+    def _pch_for(self, m: _Module, u: _Unit) -> torch_pch.Entry | None:
+        """The precompiled header the unit compiles with, built first when this build builds
+        it (once per key; the other units of that key wait), or None."""
+        if u.pch is None or self.pch_action.get(u.pch.key, "plain") == "plain":
+            return None
+        key = u.pch.key
+        with self.lock:
+            lock = self.pch_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self.pch_entries:
+                self.pch_entries[key] = self._build_pch(m, u.pch)
+            entry = self.pch_entries[key]
+        if entry is None:
+            return None
+        own = [d for d in m.includes if not os.path.isabs(d)]
+        name = torch_pch.shadowed(entry.deps, [*[r for r, _ in m.headers],
+                                               *[x.rel for x in m.units]], own)
+        if name:  # the candidate's file would have been read instead of the toolkit's
+            print(f"torch_build: {m.label}{u.rel} compiles without the precompiled header: "
+                  f"the candidate's {name} could shadow a header it holds", file=sys.stderr)
+            return None
+        return entry
+
+    def _build_pch(self, m: _Module, plan: _PchPlan) -> torch_pch.Entry | None:
+        """Precompiles plan's include lines in the sandbox (sources: a directory holding only
+        prefix.h, which the trusted side wrote) and publishes the checked result; None when it
+        fails (a compile error marks the key failed: not tried again)."""
+        src = self._stage("pchsrc-")
+        stage = self._stage("stage-")
+        tmp = ""
+        try:
+            os.chmod(src, 0o755)
+            with open(os.path.join(src, "prefix.h"), "wb") as f:
+                f.write(torch_pch.header_text(plan.names))
+            os.chmod(os.path.join(src, "prefix.h"), 0o644)
+            gch = os.path.join(stage, "prefix.h.gch")
+            deps_file = os.path.join(stage, "prefix.d")
+            argv = [*plan.argv, "-x", "c++-header", "prefix.h", "-MD", "-MF", deps_file,
+                    "-o", gch]
+            run = _run(argv, src, self.deadline, self.stop, self.sandbox, [src, *self.ro],
+                       [stage])
+            if run.status != "ok":
+                if run.status == "failed":
+                    print(f"torch_build: precompiling {' '.join(plan.names)} failed (exit "
+                          f"{run.rc}); compiling without it:\n{run.output[:65536]}",
+                          file=sys.stderr)
+                    if 0 < run.rc < 128:
+                        self.pch.mark("failed", plan.key)
+                return None
+            deps = [d for d in torch_pch.parse_deps(_read_staged(deps_file, 16 << 20))
+                    if d != "prefix.h"]
+            roots = (*self.shown, *_SYSTEM_ROOTS)
+            bad = next((d for d in deps if not _visible(d, roots)), None)
+            if bad is not None or not deps or len(deps) > torch_pch.MAX_DEPS:
+                print(f"torch_build: precompiled header of {' '.join(plan.names)} not kept: it "
+                      f"read {bad or f'{len(deps)} files'}", file=sys.stderr)
+                self.pch.mark("failed", plan.key)
+                return None
+            tmp = self.pch.new_tmp(plan.key)
+            torch_pch.write_entry(tmp, plan.key, plan.names, gch, deps,
+                                  {"argv": plan.argv})
+            entry = self.pch.publish(plan.key, tmp)
+            tmp = ""
+            if entry is not None:
+                with self.lock:
+                    self.pch_counts["built"] += 1
+            return entry
+        except (OSError, ValueError) as exc:
+            print(f"torch_build: precompiled header of {' '.join(plan.names)} not kept: {exc}",
+                  file=sys.stderr)
+            return None
+        finally:
+            for d in (src, stage, tmp):
+                if d:
+                    shutil.rmtree(d, ignore_errors=True)
 
     def _obj(self, key: str) -> str:
         return os.path.join(self.obj_dir, key + ".o")
@@ -1145,27 +1333,50 @@ class _Builder:
     def _compile(self, m: _Module, u: _Unit) -> BuildFailure | None:
         if self.stop.is_set():
             return None
+        entry = self._pch_for(m, u)
         stage = self._stage("stage-")
         try:
             out = os.path.join(stage, "unit.o")
-            run = _run([*u.argv, "-o", out], m.src_dir, self.deadline, self.stop, self.sandbox,
-                       [m.src_dir, *self.ro], [stage])
+            key = u.key
+            if entry is not None:  # the same include lines first, precompiled
+                argv = [*u.argv[:-2], "-include", entry.include, "-Winvalid-pch",
+                        "-Wno-error=invalid-pch", *u.argv[-2:], "-o", out]
+                run = _run(argv, m.src_dir, self.deadline, self.stop, self.sandbox,
+                           [m.src_dir, entry.dir, *self.ro], [stage])
+                if run.status == "failed":  # whatever the reason: as without the header
+                    print(f"torch_build: {m.label}{u.rel} failed with the precompiled header "
+                          f"(exit {run.rc}); compiling it without:\n{run.output[:16384]}",
+                          file=sys.stderr)
+                    with self.lock:
+                        self.pch_counts["fallbacks"] += 1
+                    shutil.rmtree(stage, ignore_errors=True)
+                    stage = self._stage("stage-")
+                    out = os.path.join(stage, "unit.o")
+                    entry = None
+                else:
+                    key = u.pch_obj_key()
+            if entry is None:
+                run = _run([*u.argv, "-o", out], m.src_dir, self.deadline, self.stop,
+                           self.sandbox, [m.src_dir, *self.ro], [stage])
             if run.status == "skipped":
                 return None
             if run.status != "ok":
                 return self._fail(m, f"compiling {u.rel}", run,
                                   [(out, u.rel.rsplit(".", 1)[0] + ".o"), (stage + os.sep, "")])
-            fd, tmp = tempfile.mkstemp(prefix=f".tmp-{u.key[:16]}-", suffix=".o",
+            fd, tmp = tempfile.mkstemp(prefix=f".tmp-{key[:16]}-", suffix=".o",
                                        dir=self.obj_dir)
             os.close(fd)
             try:
                 _adopt(out, tmp, 1, f"{m.label}compiling {u.rel}")
-                os.replace(tmp, self._obj(u.key))
+                os.replace(tmp, self._obj(key))
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
             with self.lock:
                 self.compiled += 1
+                self.obj_of[u.key] = key
+                if entry is not None:
+                    self.pch_counts["used"] += 1
             return None
         except BuildFailure as exc:
             self.stop.set()
@@ -1174,6 +1385,9 @@ class _Builder:
             shutil.rmtree(stage, ignore_errors=True)
 
     def _link(self, m: _Module) -> BuildFailure | None:
+        # the objects, with or without a precompiled header (the same bytes); the library is
+        # keyed by what it is built from, so builders agree whichever objects they found
+        objects = [self.obj_of.get(u.key, u.key) for u in m.units]
         final_dir = os.path.join(self.lib_dir, m.link_key)
         m.library = os.path.join(final_dir, m.name + ".so")
         if os.path.isfile(m.library):
@@ -1188,7 +1402,7 @@ class _Builder:
             for i, u in enumerate(m.units):
                 objs.append(os.path.join(inputs, f"{i}.o"))
                 names.append((objs[-1], u.rel.rsplit(".", 1)[0] + ".o"))
-                _link_or_copy(self._obj(u.key), objs[-1])
+                _link_or_copy(self._obj(objects[i]), objs[-1])
             out = os.path.join(stage, m.name + ".so")
             argv = [m.link_argv[0], *objs, *m.link_argv[1:], "-o", out]
             run = _run(argv, inputs, self.deadline, threading.Event(), self.sandbox,
@@ -1245,7 +1459,8 @@ def _build(make_modules: Any, cache_dir: str, arch: str, jobs: int, timeout_s: f
             return builder.build(modules, work)
     except BuildFailure as exc:
         return _report(exc.status, exc.message, builder.start, arch, errors=exc.errors,
-                       compiled=builder.compiled, cached=builder.cached, code=exc.code)
+                       compiled=builder.compiled, cached=builder.cached, code=exc.code,
+                       pch=builder.pch_report())
     except Exception as exc:  # a bug or a broken environment: still one report
         print(f"torch_build: internal error: {exc!r}", file=sys.stderr)
         return _report("build.internal", f"{type(exc).__name__}: {exc}", builder.start, arch,
