@@ -169,21 +169,7 @@ def test_bf16_fill(bridge: Bridge, tmp_path: Path, closing: list[TestSlots]) -> 
 def test_params_are_the_state_after_construction(bridge: Bridge, tmp_path: Path,
                                                  closing: list[TestSlots]) -> None:
     # BatchNorm in training mode updates its running stats on every forward().
-    source = """
-    import torch
-    from torch import nn
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.bn = nn.BatchNorm1d(4)
-        def forward(self, x):
-            return self.bn(x)
-    def get_inputs():
-        return [torch.randn(8, 4) * 3 + 1]
-    def get_init_inputs():
-        return []
-    """
-    task, spec, slots = open_task(bridge, tmp_path, "bn", source)
+    task, spec, slots = open_task(bridge, tmp_path, "bn", BATCH_NORM)
     closing.append(slots)
     train = {"module_mode": "train"}  # the kernelbench rules' mode
     bridge.ok("fill", task_dir=str(task), model_seed=3, params=True,

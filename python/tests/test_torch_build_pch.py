@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_torch_build import run_module
 
 from cuda_agent_bridge import torch_build as tb
 from cuda_agent_bridge import torch_pch as tp
@@ -35,20 +34,6 @@ int add_ints(int a, int b) { return a + b; }
 def light_spec(name: str = "light_pch", extra: str = "", **flags: Any) -> dict[str, Any]:
     return tb.inline_spec(name=name, cpp_sources=[LIGHT_SOURCE + extra], functions=["add_ints"],
                           no_implicit_headers=True, with_pytorch_error_handling=False, **flags)
-
-
-def run_module(library: str, name: str, code: str) -> str:
-    """Imports the built module in a fresh interpreter (never here) and runs code with it as m."""
-    script = (
-        "import importlib.machinery, importlib.util, torch\n"
-        f"loader = importlib.machinery.ExtensionFileLoader({name!r}, {library!r})\n"
-        f"spec = importlib.util.spec_from_file_location({name!r}, {library!r}, loader=loader)\n"
-        "m = importlib.util.module_from_spec(spec)\n"
-        "loader.exec_module(m)\n" + code)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 def planned(spec: dict[str, Any]) -> tb._Unit:
